@@ -1,0 +1,66 @@
+"""duetime: a distributed job scheduler for Python.
+
+Register work once — run now, at an instant, on a cron schedule in a time zone, or every
+interval — and it fires on time, one run per occurrence, on any number of machines.
+"""
+
+from duetime._config import Settings
+from duetime._types import (
+    Attempt,
+    AttemptOutcome,
+    DeliveryMode,
+    Job,
+    JobStatus,
+    MisfirePolicy,
+    Occurrence,
+    OverlapPolicy,
+    Page,
+    Run,
+    RunState,
+    Schedule,
+    ScheduleKind,
+)
+from duetime._types import RetryPolicy as Retry
+from duetime.app import App, AsyncApp
+from duetime.errors import (
+    Conflict,
+    DuetimeError,
+    NotFound,
+    Permanent,
+    RetryLater,
+    SchemaError,
+    UnsupportedFeature,
+    ValidationError,
+)
+from duetime.targets.context import RunContext
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "App",
+    "AsyncApp",
+    "Attempt",
+    "AttemptOutcome",
+    "Conflict",
+    "DeliveryMode",
+    "DuetimeError",
+    "Job",
+    "JobStatus",
+    "MisfirePolicy",
+    "NotFound",
+    "Occurrence",
+    "OverlapPolicy",
+    "Page",
+    "Permanent",
+    "Retry",
+    "RetryLater",
+    "Run",
+    "RunContext",
+    "RunState",
+    "Schedule",
+    "ScheduleKind",
+    "SchemaError",
+    "Settings",
+    "UnsupportedFeature",
+    "ValidationError",
+]

@@ -1,0 +1,86 @@
+"""Settings with defaults, validated when constructed; every field can come from ``DUETIME_*``.
+
+The defaults are the table in docs/architecture.md ("Defaults"). ``Settings.from_env()`` reads
+``DUETIME_<FIELD>`` (upper case) for each field, e.g. ``DUETIME_LEASE_TTL=60``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from duetime.errors import ValidationError
+
+DEFAULT_DATABASE_URL = "duetime.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    """A SQLite path (or ``sqlite:///path``) or a ``postgresql://`` URL."""
+    lease_ttl: float = 30.0
+    heartbeat_interval: float = 10.0
+    reaper_interval: float = 5.0
+    scheduler_tick: float = 1.0
+    scheduler_horizon: float = 10.0
+    scheduler_batch: int = 500
+    worker_lookahead: float = 1.0
+    worker_concurrency: int = 10
+    worker_batch: int = 100
+    worker_poll_interval: float = 1.0
+    max_attempts: int = 3
+    backoff_base: float = 1.0
+    backoff_factor: float = 2.0
+    backoff_cap: float = 600.0
+    misfire_grace: float = 60.0
+    payload_limit: int = 64 * 1024
+    shutdown_grace: float = 30.0
+    retention_days: float = 90.0
+    worker_stale_after: float = 60.0
+    """A worker that has not heartbeated for this long no longer counts as serving its tasks."""
+
+    def __post_init__(self) -> None:
+        positive = (
+            "lease_ttl heartbeat_interval reaper_interval scheduler_tick worker_lookahead "
+            "worker_poll_interval backoff_base backoff_factor backoff_cap shutdown_grace "
+            "retention_days worker_stale_after"
+        ).split()
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
+        for name in ("scheduler_batch", "worker_concurrency", "worker_batch", "max_attempts",
+                     "payload_limit"):
+            if not getattr(self, name) >= 1:
+                raise ValidationError(name, f"must be >= 1, got {getattr(self, name)!r}")
+        if self.scheduler_horizon < 0 or self.misfire_grace < 0:
+            raise ValidationError("scheduler_horizon", "horizon and misfire grace must be >= 0")
+        if self.heartbeat_interval >= self.lease_ttl:
+            raise ValidationError(
+                "heartbeat_interval",
+                f"({self.heartbeat_interval}s) must be shorter than lease_ttl ({self.lease_ttl}s)",
+            )
+        if not self.database_url:
+            raise ValidationError("database_url", "must not be empty")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then ``DUETIME_*`` variables, then explicit ``overrides`` (None is ignored)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"DUETIME_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            kind = type(getattr(cls(), f.name))
+            try:
+                values[f.name] = kind(raw)
+            except ValueError:
+                raise ValidationError(
+                    f"DUETIME_{f.name.upper()}", f"expected {kind.__name__}, got {raw!r}"
+                ) from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)

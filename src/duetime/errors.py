@@ -1,0 +1,48 @@
+"""Exceptions users of duetime see.
+
+Every error raised because of bad input is a :class:`ValidationError` that names the field
+(``cron``, ``tz``, ``payload``, ``task`` …) and says what is wrong with it.
+"""
+
+from __future__ import annotations
+
+
+class DuetimeError(Exception):
+    """Base class of every error duetime raises on purpose."""
+
+
+class ValidationError(DuetimeError, ValueError):
+    """Input rejected at registration; ``field`` names where, ``reason`` says what."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class NotFound(DuetimeError, LookupError):
+    """No job, run or key with that id or name (within the caller's tenant)."""
+
+
+class Conflict(DuetimeError):
+    """The change is illegal in the current state (duplicate name, cancelled job, reused key)."""
+
+
+class SchemaError(DuetimeError):
+    """The database schema is missing, or newer than this version of duetime understands."""
+
+
+class UnsupportedFeature(DuetimeError):
+    """The chosen store cannot provide what was asked (e.g. exactly-once on SQLite)."""
+
+
+class Permanent(Exception):  # noqa: N818 - the name users raise reads best without "Error"
+    """Raise from a task to fail its run at once, with no further retries (it goes dead)."""
+
+
+class RetryLater(Exception):  # noqa: N818
+    """Raise from a task to ask for a retry after ``delay`` seconds (counts as an attempt)."""
+
+    def __init__(self, message: str = "", *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay

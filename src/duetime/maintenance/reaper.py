@@ -1,0 +1,46 @@
+"""The lease reaper: runs whose worker stopped heartbeating go back to the queue (or die).
+
+Until leader election exists every scheduler runs it; the store's conditional updates (and
+SKIP LOCKED on PostgreSQL) make concurrent reapers safe: each expired lease is reaped once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from duetime._config import Settings
+from duetime.store.base import LeasesReapParams, ReapResult, Store
+
+log = logging.getLogger("duetime.reaper")
+
+
+class LeaseReaper:
+    def __init__(self, store: Store, settings: Settings, *, batch: int = 1000) -> None:
+        self.store = store
+        self.settings = settings
+        self.batch = batch
+
+    async def run_once(self) -> ReapResult:
+        """Reap every expired lease, in batches."""
+        rescheduled = dead = 0
+        while True:
+            result = await self.store.leases_reap(LeasesReapParams(limit=self.batch))
+            rescheduled += result.rescheduled
+            dead += result.dead
+            if result.rescheduled + result.dead < self.batch:
+                break
+        if rescheduled or dead:
+            log.warning("reaped expired leases: %d runs rescheduled, %d dead", rescheduled, dead)
+        return ReapResult(rescheduled, dead)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("lease reaper failed; retrying")
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.reaper_interval)
+            except TimeoutError:
+                pass

@@ -1,0 +1,185 @@
+"""Turning what a user asks for (``app.schedule(...)``, ``POST /jobs``) into a validated job.
+
+Every rejection is a :class:`~duetime.errors.ValidationError` naming the field and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from duetime import _json
+from duetime._config import Settings
+from duetime._types import (
+    DeliveryMode,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+)
+from duetime.errors import ValidationError
+from duetime.schedules import first_fire, validate_schedule
+from duetime.store.base import JobUpsertParams
+
+PARTITIONS = 256
+MAX_NAME = 200
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """The user's request, before validation. Exactly one of cron/at/every/now is set."""
+
+    name: str
+    task: str
+    cron: str | None = None
+    at: datetime | timedelta | None = None
+    every: timedelta | float | None = None
+    now: bool = False
+    tz: str = "UTC"
+    anchor: datetime | None = None
+    payload: Any = None
+    retry: RetryPolicy | None = None
+    priority: int = 0
+    timeout: float | None = None
+    misfire: MisfirePolicy | str = MisfirePolicy.FIRE_ONCE
+    misfire_grace: float | None = None
+    overlap: OverlapPolicy | str = OverlapPolicy.SKIP
+    delivery: DeliveryMode | str = DeliveryMode.AT_LEAST_ONCE
+    queue: str = "default"
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def partition_of(job_id: uuid.UUID) -> int:
+    """The job's virtual partition (0-255): a stable hash of its id, fixed at creation."""
+    return hashlib.sha256(job_id.bytes).digest()[0] % PARTITIONS
+
+
+def _enum(kind: type[Any], value: Any, field_name: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(v) for v in kind)
+        raise ValidationError(field_name, f"{value!r} is not one of: {allowed}") from None
+
+
+def _schedule(spec: JobSpec, now: datetime) -> Schedule:
+    given = [k for k, v in (("cron", spec.cron), ("at", spec.at), ("every", spec.every))
+             if v is not None]
+    if spec.now:
+        given.append("now")
+    if len(given) != 1:
+        what = "none" if not given else " and ".join(given)
+        raise ValidationError("schedule", f"give exactly one of cron, at, every or now (got {what})")
+    kind = given[0]
+    if kind == "now":
+        return Schedule(ScheduleKind.NOW, at=now)
+    if kind == "cron":
+        if not isinstance(spec.cron, str):
+            raise ValidationError("cron", "must be a string such as '*/5 * * * *'")
+        return Schedule(ScheduleKind.CRON, cron=spec.cron.strip(), tz=spec.tz)
+    if kind == "at":
+        at = spec.at
+        if isinstance(at, timedelta):
+            at = now + at
+        if not isinstance(at, datetime):
+            raise ValidationError("at", "must be a datetime with a time zone, or a timedelta")
+        return Schedule(ScheduleKind.AT, at=at, tz=spec.tz)
+    every = spec.every
+    if isinstance(every, int | float) and not isinstance(every, bool):
+        every = timedelta(seconds=every)
+    if not isinstance(every, timedelta):
+        raise ValidationError("every", "must be a timedelta or a number of seconds")
+    return Schedule(ScheduleKind.EVERY, every=every, anchor=spec.anchor, tz=spec.tz)
+
+
+def equivalent_schedules(requested: Schedule) -> Any:
+    """A predicate: is a stored schedule the same as ``requested`` (so re-declaring a job keeps
+    its next fire instant)? ``now`` jobs are equal to any ``now`` job; an ``every`` job with no
+    explicit anchor is equal to any stored one of the same interval."""
+
+    def same(stored: Schedule) -> bool:
+        if requested.kind is ScheduleKind.NOW:
+            return stored.kind is ScheduleKind.NOW
+        if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
+            return stored.kind is ScheduleKind.EVERY and stored.every == requested.every
+        return stored == requested
+
+    return same
+
+
+def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
+    policy = retry or RetryPolicy(
+        max_attempts=settings.max_attempts, backoff_base=settings.backoff_base,
+        backoff_factor=settings.backoff_factor, backoff_cap=settings.backoff_cap,
+    )
+    if not isinstance(policy, RetryPolicy):
+        raise ValidationError("retry", "must be a duetime.Retry(...)")
+    if not 1 <= policy.max_attempts <= 1000:
+        raise ValidationError("retry.max_attempts", f"must be 1-1000, got {policy.max_attempts}")
+    if policy.backoff_base < 0 or policy.backoff_cap < 0 or policy.backoff_factor < 1:
+        raise ValidationError("retry.backoff", "base and cap must be >= 0 and factor >= 1")
+    return policy
+
+
+def build_upsert(
+    spec: JobSpec, *, tenant: str, settings: Settings, now: datetime, create_only: bool = False
+) -> JobUpsertParams:
+    """Validate ``spec`` and build the store's upsert params. Raises ValidationError."""
+    if not isinstance(spec.name, str) or not spec.name.strip() or len(spec.name) > MAX_NAME:
+        raise ValidationError("name", f"must be 1-{MAX_NAME} characters")
+    if not spec.name.isprintable():
+        raise ValidationError("name", "must contain only printable characters")
+    if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
+        raise ValidationError("priority", "must be an integer")
+    if spec.timeout is not None and not (isinstance(spec.timeout, int | float) and spec.timeout > 0):
+        raise ValidationError("timeout", "must be a positive number of seconds")
+    grace = settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace
+    if not isinstance(grace, int | float) or grace < 0:
+        raise ValidationError("misfire_grace", "must be a non-negative number of seconds")
+    if not spec.queue or len(spec.queue) > 100:
+        raise ValidationError("queue", "must be 1-100 characters")
+    if not all(isinstance(t, str) and t for t in spec.tags):
+        raise ValidationError("tags", "must be non-empty strings")
+    if not isinstance(spec.metadata, dict):
+        raise ValidationError("metadata", "must be a JSON object")
+    payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)
+    _json.encode_payload(spec.metadata, limit=settings.payload_limit, field="metadata")
+
+    requested = _schedule(spec, now)
+    validate_schedule(requested, now)
+    resolved = requested
+    if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
+        resolved = Schedule(ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz)
+    job_id = uuid.uuid4()
+    return JobUpsertParams(
+        tenant=tenant,
+        name=spec.name,
+        task=spec.task,
+        payload=payload,
+        schedule=resolved,
+        next_fire_at=first_fire(resolved, now),
+        equivalent=equivalent_schedules(requested),
+        priority=spec.priority,
+        retry=_retry(spec.retry, settings),
+        timeout=None if spec.timeout is None else float(spec.timeout),
+        misfire_policy=_enum(MisfirePolicy, spec.misfire, "misfire"),
+        misfire_grace=float(grace),
+        overlap_policy=_enum(OverlapPolicy, spec.overlap, "overlap"),
+        delivery=_enum(DeliveryMode, spec.delivery, "delivery"),
+        queue=spec.queue,
+        tags=tuple(spec.tags),
+        metadata=dict(spec.metadata),
+        partition=partition_of(job_id),
+        job_id=job_id,
+        create_only=create_only,
+    )
+
+
+def request_hash(payload: Any, priority: int | None) -> str:
+    """Fingerprint of a trigger request: the same idempotency key must carry the same request."""
+    return hashlib.sha256(_json.dumps({"payload": payload, "priority": priority}).encode()).hexdigest()

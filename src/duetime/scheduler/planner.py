@@ -1,0 +1,67 @@
+"""What to do with one due job: pure, no I/O (the store calls it inside its transaction).
+
+For a job whose ``next_fire_at`` is within the horizon, every occurrence up to the horizon's
+end becomes a run, except those the misfire policy says to drop. An occurrence is *missed*
+when it is older than ``now - misfire_grace`` (nothing ran while it was due):
+
+- ``skip``: no missed occurrence runs; all are recorded as one skip (first, last, count).
+- ``fire_once``: the latest missed occurrence runs; the others are recorded as a skip.
+- ``backfill``: the latest ``max_backfill`` missed occurrences run; older ones are skipped.
+
+A one-shot job registered for an instant already past is not a miss: it fires.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import datetime, timedelta
+
+from duetime._types import Job, MisfirePolicy
+from duetime.schedules import next_fire_after
+from duetime.store.base import JobPlan, PlannedRun, PlannedSkip
+
+MAX_BACKFILL = 100
+MAX_OCCURRENCES_PER_PLAN = 1_000_000
+
+
+def plan_job(job: Job, now: datetime, until: datetime) -> JobPlan:
+    missed_before = now - timedelta(seconds=job.misfire_grace)
+    occurrence = job.next_fire_at
+    missed_count = 0
+    first_missed: datetime | None = None
+    keep = _kept_missed(job.misfire_policy)
+    recent_missed: deque[datetime] = deque(maxlen=keep + 1)
+    due: list[datetime] = []
+    examined = 0
+    while occurrence is not None and occurrence <= until and examined < MAX_OCCURRENCES_PER_PLAN:
+        examined += 1
+        is_miss = occurrence < missed_before and not (
+            job.schedule.one_shot and job.created_at >= occurrence
+        )
+        if is_miss:
+            missed_count += 1
+            first_missed = first_missed or occurrence
+            recent_missed.append(occurrence)
+        else:
+            due.append(occurrence)
+        occurrence = None if job.schedule.one_shot else next_fire_after(job.schedule, occurrence)
+
+    fired_missed = list(recent_missed)[-keep:] if keep else []
+    skips: list[PlannedSkip] = []
+    skipped = missed_count - len(fired_missed)
+    if skipped > 0:
+        assert first_missed is not None
+        # the deque is full here: its oldest entry is the newest occurrence that does not run
+        skips.append(PlannedSkip(first=first_missed, last=recent_missed[0], count=skipped,
+                                 reason=f"misfire_{job.misfire_policy}"))
+    runs = [PlannedRun(scheduled_for=t, available_at=t) for t in (*fired_missed, *due)]
+    return JobPlan(runs=runs, skips=skips, next_fire_at=occurrence)
+
+
+def _kept_missed(policy: MisfirePolicy) -> int:
+    if policy is MisfirePolicy.SKIP:
+        return 0
+    if policy is MisfirePolicy.FIRE_ONCE:
+        return 1
+    return MAX_BACKFILL
+

@@ -1,0 +1,102 @@
+"""Column values for the rows a store writes, and the job status rules — shared by dialects.
+
+Values are Python objects (datetime, UUID, str); each store encodes them for its driver.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from duetime import _json
+from duetime._types import Job, JobStatus, RunState, RunTrigger, Schedule
+from duetime.store.base import JobUpsertParams, PlannedRun, RunTriggerParams
+
+STATUS_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PAUSED: frozenset({JobStatus.ACTIVE}),
+    JobStatus.ACTIVE: frozenset({JobStatus.PAUSED}),
+    JobStatus.CANCELLED: frozenset({JobStatus.ACTIVE, JobStatus.PAUSED}),
+}
+"""Target status → the statuses a job may move to it from."""
+
+PENDING_END_STATE: dict[JobStatus, tuple[RunState, str]] = {
+    JobStatus.PAUSED: (RunState.SKIPPED, "paused"),
+    JobStatus.CANCELLED: (RunState.CANCELLED, "job_cancelled"),
+}
+"""What happens to a job's not-yet-started runs when it moves to a status."""
+
+
+def job_values(
+    params: JobUpsertParams, job_id: uuid.UUID, schedule: Schedule, next_fire_at: datetime | None
+) -> dict[str, Any]:
+    return {
+        "id": job_id,
+        "tenant": params.tenant,
+        "name": params.name,
+        "task": params.task,
+        "payload": params.payload,
+        "schedule_kind": str(schedule.kind),
+        "cron": schedule.cron,
+        "tz": schedule.tz,
+        "at_instant": schedule.at,
+        "every_us": schedule.every,
+        "anchor": schedule.anchor,
+        "priority": params.priority,
+        "max_attempts": params.retry.max_attempts,
+        "backoff_base": params.retry.backoff_base,
+        "backoff_factor": params.retry.backoff_factor,
+        "backoff_cap": params.retry.backoff_cap,
+        "timeout_s": params.timeout,
+        "misfire_policy": str(params.misfire_policy),
+        "misfire_grace_s": params.misfire_grace,
+        "overlap_policy": str(params.overlap_policy),
+        "delivery": str(params.delivery),
+        "queue": params.queue,
+        "tags": _json.dumps(list(params.tags)),
+        "metadata": _json.dumps(params.metadata),
+        "partition_key": params.partition,
+        "next_fire_at": next_fire_at,
+    }
+
+
+def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "job_id": job.id,
+        "tenant": job.tenant,
+        "job_name": job.name,
+        "task": job.task,
+        "queue": job.queue,
+        "payload": _json.dumps(job.payload),
+        "scheduled_for": scheduled_for,
+        "available_at": available_at,
+        "priority": job.priority,
+        "max_attempts": job.retry.max_attempts,
+        "backoff_base": job.retry.backoff_base,
+        "backoff_factor": job.retry.backoff_factor,
+        "backoff_cap": job.retry.backoff_cap,
+        "timeout_s": job.timeout,
+        "delivery": str(job.delivery),
+        "one_shot": job.schedule.one_shot,
+        "trigger": str(RunTrigger.SCHEDULE),
+        "idempotency_key": None,
+        "request_hash": None,
+    }
+
+
+def planned_run_values(job: Job, planned: PlannedRun) -> dict[str, Any]:
+    return _run_values(job, planned.scheduled_for, planned.available_at)
+
+
+def trigger_run_values(job: Job, params: RunTriggerParams, now: datetime) -> dict[str, Any]:
+    values = _run_values(job, now, now)
+    values["trigger"] = str(RunTrigger.MANUAL)
+    values["one_shot"] = False
+    values["idempotency_key"] = params.idempotency_key or f"auto:{values['id']}"
+    values["request_hash"] = params.request_hash
+    if params.payload is not None:
+        values["payload"] = params.payload
+    if params.priority is not None:
+        values["priority"] = params.priority
+    return values

@@ -1,0 +1,72 @@
+-- name: job_insert
+INSERT INTO jobs (
+    id, tenant, name, task, payload, schedule_kind, cron, tz, at_instant, every_us, anchor,
+    status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
+    misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
+    partition_key, next_fire_at, created_at, updated_at
+) VALUES (
+    %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::jsonb, %(schedule_kind)s, %(cron)s,
+    %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
+    %(backoff_base)s, %(backoff_factor)s, %(backoff_cap)s, %(timeout_s)s, %(misfire_policy)s,
+    %(misfire_grace_s)s, %(overlap_policy)s, %(delivery)s, %(queue)s, %(tags)s::jsonb,
+    %(metadata)s::jsonb, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s
+)
+ON CONFLICT (tenant, name) DO NOTHING
+RETURNING *;
+
+-- name: job_update
+UPDATE jobs SET
+    task = %(task)s, payload = %(payload)s::jsonb, schedule_kind = %(schedule_kind)s,
+    cron = %(cron)s, tz = %(tz)s, at_instant = %(at_instant)s, every_us = %(every_us)s,
+    anchor = %(anchor)s, status = %(status)s, priority = %(priority)s,
+    max_attempts = %(max_attempts)s, backoff_base = %(backoff_base)s,
+    backoff_factor = %(backoff_factor)s, backoff_cap = %(backoff_cap)s,
+    timeout_s = %(timeout_s)s, misfire_policy = %(misfire_policy)s,
+    misfire_grace_s = %(misfire_grace_s)s, overlap_policy = %(overlap_policy)s,
+    delivery = %(delivery)s, queue = %(queue)s, tags = %(tags)s::jsonb,
+    metadata = %(metadata)s::jsonb, next_fire_at = %(next_fire_at)s, updated_at = %(now)s
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: job_get_by_id
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s;
+
+-- name: job_get_by_name
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: job_lock_by_id
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
+
+-- name: job_lock_by_name
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
+
+-- name: job_list
+SELECT * FROM jobs
+WHERE tenant = %(tenant)s
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(name_prefix)s::text IS NULL OR starts_with(name, %(name_prefix)s::text))
+  AND (%(tag)s::text IS NULL OR tags ? %(tag)s::text)
+  AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: job_set_status
+UPDATE jobs SET status = %(status)s, next_fire_at = %(next_fire_at)s, updated_at = %(now)s
+WHERE id = %(id)s AND status = ANY(%(from_states)s::text[])
+RETURNING *;
+
+-- name: job_delete
+DELETE FROM jobs WHERE id = %(id)s;
+
+-- name: jobs_due
+SELECT * FROM jobs
+WHERE status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= %(until)s
+  AND partition_key BETWEEN %(partition_low)s AND %(partition_high)s
+ORDER BY next_fire_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: jobs_advance
+UPDATE jobs j SET next_fire_at = i.next_fire_at
+FROM unnest(%(ids)s::uuid[], %(next_fire_ats)s::timestamptz[]) AS i(id, next_fire_at)
+WHERE j.id = i.id;

@@ -1,0 +1,219 @@
+-- name: db_now
+SELECT clock_timestamp() AS now;
+
+-- name: runs_insert
+-- Many runs at once; an existing occurrence (or idempotency key) is left alone.
+INSERT INTO runs (
+    id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
+    priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
+    one_shot, trigger, idempotency_key, request_hash, created_at
+)
+SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::jsonb, i.scheduled_for,
+       i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
+       i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
+       i.request_hash, %(now)s
+FROM unnest(
+    %(id)s::uuid[], %(job_id)s::uuid[], %(tenant)s::text[], %(job_name)s::text[],
+    %(task)s::text[], %(queue)s::text[], %(payload)s::text[], %(scheduled_for)s::timestamptz[],
+    %(available_at)s::timestamptz[], %(priority)s::int[], %(max_attempts)s::int[],
+    %(backoff_base)s::float8[], %(backoff_factor)s::float8[], %(backoff_cap)s::float8[],
+    %(timeout_s)s::float8[], %(delivery)s::text[], %(one_shot)s::bool[], %(trigger)s::text[],
+    %(idempotency_key)s::text[], %(request_hash)s::text[]
+) AS i(id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
+       priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
+       one_shot, trigger, idempotency_key, request_hash)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: notify_runs
+SELECT pg_notify('duetime_runs', '');
+
+-- name: run_get
+SELECT * FROM runs WHERE tenant = %(tenant)s AND id = %(id)s;
+
+-- name: run_get_by_key
+SELECT * FROM runs WHERE job_id = %(job_id)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: runs_list
+SELECT * FROM runs
+WHERE tenant = %(tenant)s
+  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
+  AND (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (scheduled_for, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: runs_end_pending
+UPDATE runs SET state = %(state)s, reason = %(reason)s, finished_at = %(now)s,
+    token = token + 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE job_id = %(job_id)s AND trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
+
+-- name: runs_claim
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+picked AS (
+    SELECT runs.id FROM runs, t
+    WHERE runs.state = 'scheduled'
+      AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
+      AND runs.task = ANY(%(tasks)s::text[])
+    ORDER BY runs.priority DESC, runs.available_at
+    LIMIT %(limit)s
+    FOR UPDATE OF runs SKIP LOCKED
+)
+UPDATE runs r SET
+    state = 'running', token = r.token + 1, attempt = r.attempt + 1,
+    lease_owner = %(worker_id)s, lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s),
+    claimed_at = t.now, finished_at = NULL,
+    started_at = CASE WHEN r.available_at <= t.now THEN t.now ELSE NULL END
+FROM picked, t
+WHERE r.id = picked.id
+RETURNING r.*;
+
+-- name: run_start
+UPDATE runs SET started_at = coalesce(%(now)s::timestamptz, clock_timestamp())
+WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND started_at IS NULL
+  AND (trigger = 'manual'
+       OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND jobs.status = 'active'))
+RETURNING id;
+
+-- name: runs_heartbeat
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+UPDATE runs r SET lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s)
+FROM t, unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+WHERE r.id = i.id AND r.token = i.token AND r.state = 'running'
+  AND r.lease_owner = %(worker_id)s
+RETURNING r.id;
+
+-- name: runs_complete
+-- The fenced end of a batch of attempts, one statement: runs still `running` with the
+-- attempt's token take the outcome; every attempt is recorded (`stale` where refused); one-shot
+-- jobs whose run ended become `completed`.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+input AS (
+    SELECT * FROM unnest(
+        %(run_id)s::uuid[], %(token)s::bigint[], %(next_state)s::text[],
+        %(available_at)s::timestamptz[], %(reason)s::text[], %(error_class)s::text[],
+        %(error_message)s::text[], %(worker_id)s::text[], %(number)s::int[],
+        %(claimed_at)s::timestamptz[], %(started_at)s::timestamptz[], %(outcome)s::text[],
+        %(completes_job)s::bool[], %(refund_attempt)s::bool[]
+    ) AS i(run_id, token, next_state, available_at, reason, error_class, error_message,
+           worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt)
+),
+done AS (
+    UPDATE runs r SET
+        state = i.next_state,
+        attempt = r.attempt - CASE WHEN i.refund_attempt THEN 1 ELSE 0 END,
+        available_at = coalesce(i.available_at, r.available_at),
+        finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE t.now END,
+        lease_owner = NULL, lease_expires_at = NULL, reason = i.reason,
+        last_error_class = i.error_class, last_error_message = i.error_message
+    FROM input i, t
+    WHERE r.id = i.run_id AND r.token = i.token AND r.state = 'running'
+    RETURNING r.id, r.job_id
+),
+completed_jobs AS (
+    UPDATE jobs j SET status = 'completed', next_fire_at = NULL, updated_at = t.now
+    FROM done d, input i, t
+    WHERE j.id = d.job_id AND i.run_id = d.id AND i.completes_job
+      AND i.next_state <> 'scheduled' AND j.status IN ('active', 'paused')
+),
+recorded AS (
+    INSERT INTO attempts (
+        run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at,
+        finished_at, outcome, error_class, error_message
+    )
+    SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
+           i.started_at, t.now, CASE WHEN d.id IS NULL THEN 'stale' ELSE i.outcome END,
+           i.error_class, i.error_message
+    FROM input i JOIN runs r ON r.id = i.run_id CROSS JOIN t LEFT JOIN done d ON d.id = i.run_id
+    ON CONFLICT (run_id, token) DO UPDATE SET
+        outcome = excluded.outcome, finished_at = excluded.finished_at,
+        started_at = coalesce(attempts.started_at, excluded.started_at),
+        error_class = excluded.error_class, error_message = excluded.error_message
+)
+SELECT i.run_id, d.id IS NOT NULL AS applied
+FROM input i LEFT JOIN done d ON d.id = i.run_id;
+
+-- name: leases_expired
+SELECT * FROM runs
+WHERE state = 'running' AND lease_expires_at < %(now)s
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: runs_reap
+WITH input AS (
+    SELECT * FROM unnest(%(id)s::uuid[], %(token)s::bigint[], %(next_state)s::text[],
+                         %(reason)s::text[]) AS i(id, token, next_state, reason)
+),
+reaped AS (
+    UPDATE runs r SET
+        state = i.next_state, token = r.token + 1, lease_owner = NULL, lease_expires_at = NULL,
+        available_at = %(now)s, reason = i.reason,
+        finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE %(now)s END
+    FROM input i
+    WHERE r.id = i.id AND r.token = i.token AND r.state = 'running'
+    RETURNING r.id
+)
+SELECT id FROM reaped;
+
+-- name: attempts_insert
+INSERT INTO attempts (
+    run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at, finished_at,
+    outcome, error_class, error_message
+)
+SELECT * FROM unnest(
+    %(run_id)s::uuid[], %(token)s::bigint[], %(job_id)s::uuid[], %(tenant)s::text[],
+    %(number)s::int[], %(worker_id)s::text[], %(claimed_at)s::timestamptz[],
+    %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[], %(outcome)s::text[],
+    %(error_class)s::text[], %(error_message)s::text[]
+)
+ON CONFLICT (run_id, token) DO NOTHING;
+
+-- name: jobs_complete
+UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('active', 'paused');
+
+-- name: runs_replay
+WITH picked AS (
+    SELECT runs.id FROM runs
+    WHERE tenant = %(tenant)s AND state = 'dead'
+      AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
+      AND (%(run_ids)s::uuid[] IS NULL OR id = ANY(%(run_ids)s::uuid[]))
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs r SET
+    state = 'scheduled', available_at = %(now)s, finished_at = NULL, reason = NULL,
+    replays = r.replays + 1,
+    max_attempts = r.attempt + coalesce(%(max_attempts)s::int, j.max_attempts)
+FROM picked, jobs j
+WHERE r.id = picked.id AND j.id = r.job_id AND r.state = 'dead'
+RETURNING r.id;
+
+-- name: run_lock
+SELECT * FROM runs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
+
+-- name: run_cancel
+UPDATE runs SET
+    state = 'cancelled', token = token + 1, reason = 'cancelled', finished_at = %(now)s,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant = %(tenant)s AND id = %(id)s AND state IN ('scheduled', 'running')
+RETURNING *;
+
+-- name: attempts_list
+SELECT * FROM attempts WHERE tenant = %(tenant)s AND run_id = %(run_id)s ORDER BY number, token;
+
+-- name: skips_insert
+INSERT INTO run_skips (job_id, first_at, last_at, count, reason, created_at)
+SELECT i.*, %(now)s FROM unnest(
+    %(job_id)s::uuid[], %(first_at)s::timestamptz[], %(last_at)s::timestamptz[],
+    %(count)s::int[], %(reason)s::text[]
+) AS i(job_id, first_at, last_at, count, reason);
+
+-- name: skips_list
+SELECT s.* FROM run_skips s JOIN jobs j ON j.id = s.job_id
+WHERE j.tenant = %(tenant)s AND s.job_id = %(job_id)s
+ORDER BY s.first_at;

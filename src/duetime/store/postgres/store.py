@@ -1,0 +1,581 @@
+"""The production store: PostgreSQL through psycopg 3 (async, pooled).
+
+Concurrency: claims and due-job scans use ``FOR UPDATE SKIP LOCKED``; every transition is a
+conditional UPDATE; the hot paths (claim, heartbeat, complete) are one statement per batch.
+The database clock (``clock_timestamp()``) decides due checks and lease expiry. New runs are
+announced with ``NOTIFY duetime_runs`` (one per transaction); :meth:`wait_for_runs` listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any, LiteralString, cast
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from duetime import _json
+from duetime._clock import Clock
+from duetime._types import (
+    Attempt,
+    Job,
+    JobStatus,
+    Page,
+    Run,
+    RunState,
+    RunTrigger,
+    WorkerInfo,
+)
+from duetime.errors import Conflict, NotFound, SchemaError
+from duetime.store import _rows
+from duetime.store._rows import NativeCodec, to_micros
+from duetime.store._values import (
+    PENDING_END_STATE,
+    STATUS_MOVES,
+    job_values,
+    planned_run_values,
+    trigger_run_values,
+)
+from duetime.store.base import (
+    SCHEMA_VERSION,
+    ClaimedRun,
+    JobListParams,
+    JobRef,
+    JobSetStatusParams,
+    JobUpsertParams,
+    LeasesReapParams,
+    MaterializeResult,
+    PlannedSkip,
+    ReapResult,
+    RunCancelParams,
+    RunListParams,
+    RunReplayParams,
+    RunsClaimParams,
+    RunsCompleteParams,
+    RunsHeartbeatParams,
+    RunsMaterializeParams,
+    RunStartParams,
+    RunTriggerParams,
+)
+from duetime.store.sqlfile import load_migrations, load_queries
+
+_C = NativeCodec()
+_Q = load_queries("postgres")
+_MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
+
+_RUN_COLUMNS = (
+    "id job_id tenant job_name task queue payload scheduled_for available_at priority "
+    "max_attempts backoff_base backoff_factor backoff_cap timeout_s delivery one_shot trigger "
+    "idempotency_key request_hash"
+).split()
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return value // timedelta(microseconds=1)
+    return value
+
+
+def _params(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _encode(v) for k, v in values.items()}
+
+
+def _columns(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, list[Any]]:
+    """Rows of values → one array per column, for ``unnest`` inserts."""
+    return {name: [_encode(row[name]) for row in rows] for name in names}
+
+
+class PostgresStore:
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
+        self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self.clock = clock
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._runs_event = asyncio.Event()
+
+    # --- connection -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        pool = AsyncConnectionPool(
+            self.url, min_size=1, max_size=self._pool_size, open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            reconnect_timeout=60,
+        )
+        await pool.open(wait=True, timeout=30)
+        self._pool = pool
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+            self._listener = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            raise RuntimeError("store is not open: call await store.open() first")
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        async with self.pool.connection() as conn:
+            yield conn
+
+    @staticmethod
+    async def _all(conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> list[Any]:
+        cursor = await conn.execute(cast(LiteralString, _Q[name]), _params(values))
+        return await cursor.fetchall() if cursor.description else []
+
+    async def _one(self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> Any:
+        rows = await self._all(conn, name, **values)
+        return rows[0] if rows else None
+
+    @staticmethod
+    async def _exec(conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> int:
+        cursor = await conn.execute(cast(LiteralString, _Q[name]), _params(values))
+        return cursor.rowcount
+
+    async def _now(self, conn: psycopg.AsyncConnection[Any], now: datetime | None) -> datetime:
+        if now is not None:
+            return now
+        if self.clock is not None:
+            return self.clock.now()
+        row = await self._one(conn, "db_now")
+        return cast(datetime, row["now"])
+
+    def _fixed_now(self, now: datetime | None) -> datetime | None:
+        """``now`` for single statements: explicit, else a test clock, else the DB clock (None)."""
+        if now is not None:
+            return now
+        return self.clock.now() if self.clock is not None else None
+
+    async def db_now(self) -> datetime:
+        async with self._read() as conn:
+            return await self._now(conn, None)
+
+    # --- notifications --------------------------------------------------------------------
+
+    async def wait_for_runs(self, timeout: float) -> bool:
+        """Wait until a NOTIFY says new runs exist (True) or ``timeout`` passes (False)."""
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.create_task(self._listen(), name="duetime-listen")
+        try:
+            await asyncio.wait_for(self._runs_event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._runs_event.clear()
+        return True
+
+    async def _listen(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                async with conn:
+                    await conn.execute("LISTEN duetime_runs")
+                    backoff = 0.1
+                    self._runs_event.set()  # we may have missed some while (re)connecting
+                    async for _ in conn.notifies():
+                        self._runs_event.set()
+            except (psycopg.OperationalError, OSError):
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    # --- schema ---------------------------------------------------------------------------
+
+    async def migrate(self) -> int:
+        async with self._tx() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS duetime_migrations (version integer PRIMARY KEY, "
+                "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+            cursor = await conn.execute(
+                "SELECT coalesce(max(version), 0) AS v FROM duetime_migrations"
+            )
+            row = await cursor.fetchone()
+            current = int(row["v"]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"database schema is v{current}; this duetime knows up to v{SCHEMA_VERSION}"
+                )
+            for migration in load_migrations("postgres"):
+                if migration.version <= current:
+                    continue
+                await conn.execute(cast(LiteralString, migration.sql))
+                await conn.execute(
+                    "INSERT INTO duetime_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+                current = migration.version
+        return current
+
+    async def schema_version(self) -> int | None:
+        async with self._read() as conn:
+            cursor = await conn.execute("SELECT to_regclass('duetime_migrations') AS t")
+            row = await cursor.fetchone()
+            if row is None or row["t"] is None:
+                return None
+            cursor = await conn.execute("SELECT max(version) AS v FROM duetime_migrations")
+            row = await cursor.fetchone()
+            return None if row is None or row["v"] is None else int(row["v"])
+
+    async def check_schema(self) -> None:
+        version = await self.schema_version()
+        if version is None:
+            raise SchemaError("database has no duetime schema: run `duetime migrate`")
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"database schema is v{version}; this duetime knows up to v{SCHEMA_VERSION}"
+            )
+        if version < SCHEMA_VERSION:
+            raise SchemaError(f"database schema is v{version}: run `duetime migrate`")
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    async def _job_row(
+        self, conn: psycopg.AsyncConnection[Any], ref: JobRef, *, lock: bool = False
+    ) -> Any:
+        if ref.id is not None:
+            name = "job_lock_by_id" if lock else "job_get_by_id"
+            row = await self._one(conn, name, tenant=ref.tenant, id=ref.id)
+        else:
+            name = "job_lock_by_name" if lock else "job_get_by_name"
+            row = await self._one(conn, name, tenant=ref.tenant, name=ref.name)
+        if row is None:
+            raise NotFound(f"job {ref.id or ref.name!s} not found")
+        return row
+
+    async def job_upsert(self, params: JobUpsertParams) -> tuple[Job, bool]:
+        async with self._tx() as conn:
+            now = await self._now(conn, None)
+            values = job_values(params, params.job_id, params.schedule, params.next_fire_at)
+            row = await self._one(conn, "job_insert", **values, now=now)
+            if row is not None:
+                return _rows.job_from_row(row, _C), True
+            if params.create_only:
+                raise Conflict(f"a job named {params.name!r} already exists")
+            existing = await self._job_row(
+                conn, JobRef(tenant=params.tenant, name=params.name), lock=True
+            )
+            old = _rows.job_from_row(existing, _C)
+            if params.equivalent(old.schedule):
+                schedule, next_fire_at, status = old.schedule, old.next_fire_at, old.status
+            else:
+                schedule, next_fire_at = params.schedule, params.next_fire_at
+                status = JobStatus.ACTIVE if old.status is JobStatus.COMPLETED else old.status
+                await self._exec(
+                    conn, "runs_end_pending", job_id=old.id, state=str(RunState.SKIPPED),
+                    reason="schedule_changed", now=now,
+                )
+            values = job_values(params, old.id, schedule, next_fire_at)
+            row = await self._one(conn, "job_update", **values, status=str(status), now=now)
+            return _rows.job_from_row(row, _C), False
+
+    async def job_get(self, ref: JobRef) -> Job:
+        async with self._read() as conn:
+            return _rows.job_from_row(await self._job_row(conn, ref), _C)
+
+    async def job_list(self, params: JobListParams) -> Page[Job]:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "job_list", tenant=params.tenant,
+                status=None if params.status is None else str(params.status),
+                name_prefix=params.name_prefix, tag=params.tag, after_name=params.after_name,
+                limit=params.limit + 1,
+            )
+        jobs = [_rows.job_from_row(r, _C) for r in rows[: params.limit]]
+        cursor = jobs[-1].name if len(rows) > params.limit else None
+        return Page(jobs, cursor)
+
+    async def job_set_status(self, params: JobSetStatusParams) -> Job:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            current = _rows.job_from_row(await self._job_row(conn, params.job, lock=True), _C)
+            allowed_from = STATUS_MOVES[params.status]
+            if current.status is params.status:
+                return current
+            if current.status not in allowed_from:
+                raise Conflict(f"job {current.name!r} is {current.status}; cannot become "
+                               f"{params.status}")
+            row = await self._one(
+                conn, "job_set_status", id=current.id, status=str(params.status),
+                next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
+                from_states=[str(s) for s in allowed_from], now=now,
+            )
+            if params.status in PENDING_END_STATE:
+                state, reason = PENDING_END_STATE[params.status]
+                await self._exec(conn, "runs_end_pending", job_id=current.id, state=str(state),
+                                 reason=reason, now=now)
+            return _rows.job_from_row(row, _C)
+
+    async def job_delete(self, ref: JobRef) -> None:
+        async with self._tx() as conn:
+            row = await self._job_row(conn, ref, lock=True)
+            await self._exec(conn, "job_delete", id=row["id"])
+
+    # --- runs: materialize, trigger -------------------------------------------------------
+
+    async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult:
+        low, high = params.partitions or (0, 255)
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            until = now + timedelta(seconds=params.horizon)
+            rows = await self._all(conn, "jobs_due", until=until, limit=params.limit,
+                                   partition_low=low, partition_high=high)
+            jobs = [_rows.job_from_row(r, _C) for r in rows]
+            run_rows: list[dict[str, Any]] = []
+            skip_rows: list[dict[str, Any]] = []
+            advances: list[tuple[uuid.UUID, datetime | None]] = []
+            for job in jobs:
+                plan = params.planner(job, now, until)
+                run_rows.extend(planned_run_values(job, p) for p in plan.runs)
+                skip_rows.extend(
+                    {"job_id": job.id, "first_at": s.first, "last_at": s.last, "count": s.count,
+                     "reason": s.reason}
+                    for s in plan.skips
+                )
+                advances.append((job.id, plan.next_fire_at))
+            created = 0
+            if run_rows:
+                inserted = await self._all(conn, "runs_insert", **_columns(run_rows, _RUN_COLUMNS),
+                                           now=now)
+                created = len(inserted)
+                if created:
+                    await self._exec(conn, "notify_runs")
+            if skip_rows:
+                await self._exec(conn, "skips_insert", now=now, **_columns(
+                    skip_rows, ["job_id", "first_at", "last_at", "count", "reason"]))
+            if advances:
+                await self._exec(conn, "jobs_advance", ids=[a[0] for a in advances],
+                                 next_fire_ats=[a[1] for a in advances])
+        return MaterializeResult(jobs=len(jobs), runs_created=created, skips=len(skip_rows),
+                                 now=now)
+
+    async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            job = _rows.job_from_row(await self._job_row(conn, params.job), _C)
+            if job.status is JobStatus.CANCELLED:
+                raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
+            values = trigger_run_values(job, params, now)
+            inserted = await self._all(conn, "runs_insert", **_columns([values], _RUN_COLUMNS),
+                                       now=now)
+            if inserted:
+                await self._exec(conn, "notify_runs")
+                return _rows.run_from_row(inserted[0], _C), True
+            row = await self._one(conn, "run_get_by_key", job_id=job.id,
+                                  idempotency_key=params.idempotency_key)
+            if row is None:  # pragma: no cover - only a conflicting key reaches here
+                raise Conflict("run could not be created; try again")
+            if row["request_hash"] != params.request_hash:
+                raise Conflict(
+                    f"idempotency key {params.idempotency_key!r} was used with a different "
+                    "request"
+                )
+            return _rows.run_from_row(row, _C), False
+
+    # --- runs: the worker's path ----------------------------------------------------------
+
+    async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]:
+        if not params.tasks:
+            return []
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_claim", worker_id=params.worker_id, lease_ttl=params.lease_ttl,
+                lookahead=params.lookahead, tasks=list(params.tasks), limit=params.limit,
+                now=self._fixed_now(params.now),
+            )
+        claimed = [_rows.claimed_from_row(r, _C) for r in rows]
+        claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
+        return claimed
+
+    async def run_start(self, params: RunStartParams) -> bool:
+        async with self._read() as conn:
+            row = await self._one(conn, "run_start", id=params.run_id, token=params.token,
+                                  now=self._fixed_now(params.now))
+        return row is not None
+
+    async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
+        if not params.runs:
+            return set()
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_heartbeat", worker_id=params.worker_id, lease_ttl=params.lease_ttl,
+                ids=[r[0] for r in params.runs], tokens=[r[1] for r in params.runs],
+                now=self._fixed_now(params.now),
+            )
+        return {r["id"] for r in rows}
+
+    async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
+        if not params.completions:
+            return []
+        cs = params.completions
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_complete", now=self._fixed_now(params.now),
+                run_id=[c.run_id for c in cs], token=[c.token for c in cs],
+                next_state=[str(c.next_state) for c in cs],
+                available_at=[c.available_at for c in cs], reason=[c.reason for c in cs],
+                error_class=[c.error_class for c in cs],
+                error_message=[c.error_message for c in cs],
+                worker_id=[c.worker_id for c in cs], number=[c.attempt for c in cs],
+                claimed_at=[c.claimed_at for c in cs], started_at=[c.started_at for c in cs],
+                outcome=[str(c.outcome) for c in cs],
+                completes_job=[c.completes_job for c in cs],
+                refund_attempt=[c.refund_attempt for c in cs],
+            )
+        applied = {r["run_id"]: r["applied"] for r in rows}
+        return [bool(applied.get(c.run_id)) for c in cs]
+
+    async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            rows = await self._all(conn, "leases_expired", now=now, limit=params.limit)
+            if not rows:
+                return ReapResult(0, 0)
+            claimed = [_rows.claimed_from_row(r, _C) for r in rows]
+            decisions = [_rows.lease_lost_decision(c.run, c.delivery) for c in claimed]
+            await self._exec(
+                conn, "runs_reap", now=now, id=[c.run.id for c in claimed],
+                token=[c.run.token for c in claimed],
+                next_state=[str(d[0]) for d in decisions], reason=[d[1] for d in decisions],
+            )
+            runs = [c.run for c in claimed]
+            await self._exec(
+                conn, "attempts_insert", run_id=[r.id for r in runs], token=[r.token for r in runs],
+                job_id=[r.job_id for r in runs], tenant=[r.tenant for r in runs],
+                number=[r.attempt for r in runs], worker_id=[r.lease_owner or "?" for r in runs],
+                claimed_at=[r.claimed_at or now for r in runs],
+                started_at=[r.started_at for r in runs], finished_at=[now for _ in runs],
+                outcome=["lost" for _ in runs], error_class=[None for _ in runs],
+                error_message=["lease expired" for _ in runs],
+            )
+            finished_jobs = [
+                c.run.job_id for c, d in zip(claimed, decisions, strict=True)
+                if d[0] is RunState.DEAD and c.one_shot and c.run.trigger is RunTrigger.SCHEDULE
+            ]
+            if finished_jobs:
+                await self._exec(conn, "jobs_complete", ids=finished_jobs, now=now)
+            rescheduled = sum(1 for d in decisions if d[0] is RunState.SCHEDULED)
+            if rescheduled:
+                await self._exec(conn, "notify_runs")
+        return ReapResult(rescheduled=rescheduled, dead=len(decisions) - rescheduled)
+
+    # --- runs: reading and operator actions -----------------------------------------------
+
+    async def run_get(self, tenant: str, run_id: uuid.UUID) -> Run:
+        async with self._read() as conn:
+            row = await self._one(conn, "run_get", tenant=tenant, id=run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return _rows.run_from_row(row, _C)
+
+    async def runs_list(self, params: RunListParams) -> Page[Run]:
+        before_at, before_id = params.before or (None, None)
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_list", tenant=params.tenant, job_id=params.job_id,
+                state=None if params.state is None else str(params.state),
+                before_at=before_at, before_id=before_id, limit=params.limit + 1,
+            )
+        runs = [_rows.run_from_row(r, _C) for r in rows[: params.limit]]
+        cursor = None
+        if len(rows) > params.limit:
+            cursor = f"{to_micros(runs[-1].scheduled_for)}.{runs[-1].id}"
+        return Page(runs, cursor)
+
+    async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "attempts_list", tenant=tenant, run_id=run_id)
+        return [_rows.attempt_from_row(r, _C) for r in rows]
+
+    async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            rows = await self._all(
+                conn, "runs_replay", tenant=params.tenant, job_id=params.job_id,
+                run_ids=None if params.run_ids is None else list(params.run_ids),
+                max_attempts=params.max_attempts, limit=params.limit, now=now,
+            )
+            if rows:
+                await self._exec(conn, "notify_runs")
+        return [r["id"] for r in rows]
+
+    async def run_cancel(self, params: RunCancelParams) -> Run:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            before = await self._one(conn, "run_lock", tenant=params.tenant, id=params.run_id)
+            if before is None:
+                raise NotFound(f"run {params.run_id} not found")
+            row = await self._one(conn, "run_cancel", tenant=params.tenant, id=params.run_id,
+                                  now=now)
+            if row is None:
+                raise Conflict(f"run {params.run_id} is {before['state']}; only scheduled or "
+                               "running runs can be cancelled")
+            if before["state"] == RunState.RUNNING:
+                prior = _rows.run_from_row(before, _C)
+                await self._exec(
+                    conn, "attempts_insert", run_id=[prior.id], token=[prior.token],
+                    job_id=[prior.job_id], tenant=[prior.tenant], number=[prior.attempt],
+                    worker_id=[prior.lease_owner or "?"], claimed_at=[prior.claimed_at or now],
+                    started_at=[prior.started_at], finished_at=[now], outcome=["cancelled"],
+                    error_class=[None], error_message=["cancelled"],
+                )
+            return _rows.run_from_row(row, _C)
+
+    async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "skips_list", tenant=tenant, job_id=job_id)
+        return [_rows.skip_from_row(r, _C) for r in rows]
+
+    # --- workers --------------------------------------------------------------------------
+
+    async def worker_register(self, worker: WorkerInfo) -> None:
+        async with self._tx() as conn:
+            now = self._fixed_now(None)
+            await self._exec(
+                conn, "worker_upsert", id=worker.id, host=worker.host, pid=worker.pid,
+                tasks=_json.dumps(list(worker.tasks)), queues=_json.dumps(list(worker.queues)),
+                started_at=worker.started_at, now=now,
+            )
+            if worker.tasks:
+                await self._exec(conn, "known_tasks_upsert", tasks=sorted(set(worker.tasks)),
+                                 now=now)
+
+    async def worker_heartbeat(self, worker_id: str, now: datetime | None = None) -> None:
+        async with self._read() as conn:
+            await self._exec(conn, "worker_heartbeat", id=worker_id, now=self._fixed_now(now))
+
+    async def worker_unregister(self, worker_id: str) -> None:
+        async with self._read() as conn:
+            await self._exec(conn, "worker_delete", id=worker_id)
+
+    async def workers_list(self) -> list[WorkerInfo]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "workers_list")
+        return [_rows.worker_from_row(r, _C) for r in rows]
+
+    async def tasks_known(self, tasks: Sequence[str]) -> set[str]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tasks_known", tasks=list(tasks))
+        return {r["task"] for r in rows}

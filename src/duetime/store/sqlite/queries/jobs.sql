@@ -1,0 +1,63 @@
+-- name: job_insert
+INSERT INTO jobs (
+    id, tenant, name, task, payload, schedule_kind, cron, tz, at_instant, every_us, anchor,
+    status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
+    misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
+    partition_key, next_fire_at, created_at, updated_at
+) VALUES (
+    :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
+    :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
+    :timeout_s, :misfire_policy, :misfire_grace_s, :overlap_policy, :delivery, :queue, :tags,
+    :metadata, :partition_key, :next_fire_at, :now, :now
+)
+RETURNING *;
+
+-- name: job_update
+UPDATE jobs SET
+    task = :task, payload = :payload, schedule_kind = :schedule_kind, cron = :cron, tz = :tz,
+    at_instant = :at_instant, every_us = :every_us, anchor = :anchor, status = :status,
+    priority = :priority, max_attempts = :max_attempts, backoff_base = :backoff_base,
+    backoff_factor = :backoff_factor, backoff_cap = :backoff_cap, timeout_s = :timeout_s,
+    misfire_policy = :misfire_policy, misfire_grace_s = :misfire_grace_s,
+    overlap_policy = :overlap_policy, delivery = :delivery, queue = :queue, tags = :tags,
+    metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now
+WHERE id = :id
+RETURNING *;
+
+-- name: job_get_by_id
+SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
+
+-- name: job_get_by_name
+SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
+
+-- name: job_list
+SELECT * FROM jobs
+WHERE tenant = :tenant
+  AND (:status IS NULL OR status = :status)
+  AND (:name_prefix IS NULL OR substr(name, 1, length(:name_prefix)) = :name_prefix)
+  AND (:tag IS NULL OR EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = :tag))
+  AND (:after_name IS NULL OR name > :after_name)
+ORDER BY name
+LIMIT :limit;
+
+-- name: job_set_status
+UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :now
+WHERE id = :id AND status IN (SELECT value FROM json_each(:from_states))
+RETURNING *;
+
+-- name: job_complete
+UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = :now
+WHERE id = :id AND status IN ('active', 'paused');
+
+-- name: job_delete
+DELETE FROM jobs WHERE id = :id;
+
+-- name: jobs_due
+SELECT * FROM jobs
+WHERE status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= :until
+  AND partition_key BETWEEN :partition_low AND :partition_high
+ORDER BY next_fire_at
+LIMIT :limit;
+
+-- name: job_advance
+UPDATE jobs SET next_fire_at = :next_fire_at WHERE id = :id;

@@ -1,0 +1,132 @@
+-- name: run_insert
+INSERT INTO runs (
+    id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
+    priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
+    one_shot, trigger, idempotency_key, request_hash, created_at
+) VALUES (
+    :id, :job_id, :tenant, :job_name, :task, :queue, :payload, :scheduled_for, :available_at,
+    'scheduled', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
+    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: run_get
+SELECT * FROM runs WHERE tenant = :tenant AND id = :id;
+
+-- name: run_get_by_key
+SELECT * FROM runs WHERE job_id = :job_id AND idempotency_key = :idempotency_key;
+
+-- name: runs_list
+SELECT * FROM runs
+WHERE tenant = :tenant
+  AND (:job_id IS NULL OR job_id = :job_id)
+  AND (:state IS NULL OR state = :state)
+  AND (:before_at IS NULL OR (scheduled_for, id) < (:before_at, :before_id))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT :limit;
+
+-- name: runs_end_pending
+-- Not-yet-started runs of a job (scheduled, or claimed ahead but not started) → skipped or
+-- cancelled; the token bump fences any worker holding one of them.
+UPDATE runs SET state = :state, reason = :reason, finished_at = :now, token = token + 1,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE job_id = :job_id AND trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
+
+-- name: runs_claim
+UPDATE runs SET
+    state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at, claimed_at = :now, finished_at = NULL,
+    started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
+WHERE id IN (
+    SELECT id FROM runs
+    WHERE state = 'scheduled' AND available_at <= :until
+      AND task IN (SELECT value FROM json_each(:tasks))
+    ORDER BY priority DESC, available_at
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: run_start
+UPDATE runs SET started_at = :now
+WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
+  AND (trigger = 'manual'
+       OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND jobs.status = 'active'));
+
+-- name: run_heartbeat
+UPDATE runs SET lease_expires_at = :lease_expires_at
+WHERE id = :id AND token = :token AND state = 'running' AND lease_owner = :worker_id
+RETURNING id;
+
+-- name: run_complete
+UPDATE runs SET
+    state = :next_state,
+    attempt = attempt - :refund_attempt,
+    available_at = coalesce(:available_at, available_at),
+    finished_at = CASE WHEN :next_state = 'scheduled' THEN NULL ELSE :now END,
+    lease_owner = NULL, lease_expires_at = NULL,
+    reason = :reason, last_error_class = :error_class, last_error_message = :error_message
+WHERE id = :id AND token = :token AND state = 'running'
+RETURNING job_id, tenant;
+
+-- name: attempt_record
+INSERT INTO attempts (
+    run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at, finished_at,
+    outcome, error_class, error_message
+)
+SELECT :run_id, :token, job_id, tenant, :number, :worker_id, :claimed_at, :started_at, :now,
+       :outcome, :error_class, :error_message
+FROM runs WHERE id = :run_id
+ON CONFLICT (run_id, token) DO UPDATE SET
+    outcome = excluded.outcome, finished_at = excluded.finished_at,
+    started_at = coalesce(attempts.started_at, excluded.started_at),
+    error_class = excluded.error_class, error_message = excluded.error_message;
+
+-- name: leases_expired
+SELECT * FROM runs
+WHERE state = 'running' AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: run_reap
+UPDATE runs SET
+    state = :next_state, token = token + 1, lease_owner = NULL, lease_expires_at = NULL,
+    available_at = :now, reason = :reason,
+    finished_at = CASE WHEN :next_state = 'scheduled' THEN NULL ELSE :now END
+WHERE id = :id AND token = :token AND state = 'running';
+
+-- name: runs_replay
+UPDATE runs SET
+    state = 'scheduled', available_at = :now, finished_at = NULL, reason = NULL,
+    replays = replays + 1,
+    max_attempts = attempt + coalesce(:max_attempts,
+        (SELECT jobs.max_attempts FROM jobs WHERE jobs.id = runs.job_id))
+WHERE id IN (
+    SELECT id FROM runs
+    WHERE tenant = :tenant AND state = 'dead'
+      AND (:job_id IS NULL OR job_id = :job_id)
+      AND (:run_ids IS NULL OR id IN (SELECT value FROM json_each(:run_ids)))
+    ORDER BY finished_at
+    LIMIT :limit
+)
+RETURNING id;
+
+-- name: run_cancel
+UPDATE runs SET
+    state = 'cancelled', token = token + 1, reason = 'cancelled', finished_at = :now,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant = :tenant AND id = :id AND state IN ('scheduled', 'running')
+RETURNING *;
+
+-- name: attempts_list
+SELECT * FROM attempts WHERE tenant = :tenant AND run_id = :run_id ORDER BY number, token;
+
+-- name: skip_insert
+INSERT INTO run_skips (job_id, first_at, last_at, count, reason, created_at)
+VALUES (:job_id, :first_at, :last_at, :count, :reason, :now);
+
+-- name: skips_list
+SELECT s.* FROM run_skips s JOIN jobs j ON j.id = s.job_id
+WHERE j.tenant = :tenant AND s.job_id = :job_id
+ORDER BY s.first_at;

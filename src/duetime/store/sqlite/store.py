@@ -1,0 +1,563 @@
+"""The embedded store: one SQLite file, WAL mode, durable commits.
+
+Concurrency: every write runs in ``BEGIN IMMEDIATE`` (one writer at a time across every
+process sharing the file; others wait up to ``busy_timeout`` and are retried), so each
+store method is one serializable transaction. Within a process one connection is shared and
+guarded by a lock. SQLite shares the host clock: ``now`` defaults to ``clock.now()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from duetime import _json
+from duetime._clock import Clock, SystemClock
+from duetime._types import (
+    Attempt,
+    Job,
+    JobStatus,
+    Page,
+    Run,
+    RunState,
+    RunTrigger,
+    WorkerInfo,
+)
+from duetime.errors import Conflict, NotFound, SchemaError, UnsupportedFeature
+from duetime.store import _rows
+from duetime.store._rows import SQLiteCodec, to_micros
+from duetime.store.base import (
+    SCHEMA_VERSION,
+    ClaimedRun,
+    JobListParams,
+    JobRef,
+    JobSetStatusParams,
+    JobUpsertParams,
+    LeasesReapParams,
+    MaterializeResult,
+    PlannedSkip,
+    ReapResult,
+    RunCancelParams,
+    RunListParams,
+    RunReplayParams,
+    RunsClaimParams,
+    RunsCompleteParams,
+    RunsHeartbeatParams,
+    RunsMaterializeParams,
+    RunStartParams,
+    RunTriggerParams,
+)
+from duetime.store._values import (
+    PENDING_END_STATE,
+    STATUS_MOVES,
+    job_values,
+    planned_run_values,
+    trigger_run_values,
+)
+from duetime.store.sqlfile import load_migrations, load_queries
+
+_C = SQLiteCodec()
+_Q = load_queries("sqlite")
+_BUSY_RETRIES = 50
+
+
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else to_micros(at)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return to_micros(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, timedelta):
+        return value // timedelta(microseconds=1)
+    return value
+
+
+def _params(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _encode(v) for k, v in values.items()}
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///abs/path``, ``sqlite://rel/path``, or a plain path."""
+    for prefix in ("sqlite:///", "sqlite://"):
+        if url.startswith(prefix):
+            rest = url[len(prefix) :]
+            return "/" + rest if prefix == "sqlite:///" and not rest.startswith("/") else rest
+    return url
+
+
+class SQLiteStore:
+    dialect = "sqlite"
+
+    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+        self.path = sqlite_path(url)
+        self.clock = clock or SystemClock()
+        self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._runs_event = asyncio.Event()
+
+    # --- connection and transactions ----------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=30)
+        conn.row_factory = sqlite3.Row
+        await conn.execute("PRAGMA busy_timeout = 30000")
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("PRAGMA synchronous = FULL")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        self._conn = conn
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise RuntimeError("store is not open: call await store.open() first")
+        return self._conn
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction, retried while another process holds the lock."""
+        async with self._lock:
+            conn = self.conn
+            for attempt in range(_BUSY_RETRIES):
+                try:
+                    await conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    await asyncio.sleep(min(0.5, 0.01 * 2**attempt))
+            else:
+                raise sqlite3.OperationalError("database stayed locked; gave up")
+            try:
+                yield conn
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            yield self.conn
+
+    async def _all(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> list[Any]:
+        cursor = await conn.execute(_Q[name], _params(values))
+        rows = await cursor.fetchall()
+        await cursor.close()
+        return list(rows)
+
+    async def _one(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> Any | None:
+        rows = await self._all(conn, name, **values)
+        return rows[0] if rows else None
+
+    async def _exec(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> int:
+        cursor = await conn.execute(_Q[name], _params(values))
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+    def _now(self, now: datetime | None) -> datetime:
+        return now if now is not None else self.clock.now()
+
+    async def db_now(self) -> datetime:
+        return self.clock.now()
+
+    async def wait_for_runs(self, timeout: float) -> bool:
+        """Wait until this process created runs (True) or ``timeout`` passes (False).
+
+        SQLite has no NOTIFY: other processes sharing the file are seen by polling."""
+        try:
+            await asyncio.wait_for(self._runs_event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._runs_event.clear()
+        return True
+
+    # --- schema ---------------------------------------------------------------------------
+
+    async def migrate(self) -> int:
+        async with self._tx() as conn:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS duetime_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+            )
+            cursor = await conn.execute("SELECT coalesce(max(version), 0) FROM duetime_migrations")
+            row = await cursor.fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"database schema is v{current}; this duetime knows up to v{SCHEMA_VERSION}"
+                )
+            for migration in load_migrations("sqlite"):
+                if migration.version <= current:
+                    continue
+                for statement in _split_statements(migration.sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO duetime_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, to_micros(self.clock.now())),
+                )
+                current = migration.version
+        return current
+
+    async def schema_version(self) -> int | None:
+        async with self._read() as conn:
+            cursor = await conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'duetime_migrations'"
+            )
+            if await cursor.fetchone() is None:
+                return None
+            cursor = await conn.execute("SELECT max(version) FROM duetime_migrations")
+            row = await cursor.fetchone()
+            return None if row is None or row[0] is None else int(row[0])
+
+    async def check_schema(self) -> None:
+        version = await self.schema_version()
+        if version is None:
+            raise SchemaError("database has no duetime schema: run `duetime migrate`")
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"database schema is v{version}; this duetime knows up to v{SCHEMA_VERSION}"
+            )
+        if version < SCHEMA_VERSION:
+            raise SchemaError(f"database schema is v{version}: run `duetime migrate`")
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    async def _job_row(self, conn: aiosqlite.Connection, ref: JobRef) -> Any:
+        if ref.id is not None:
+            row = await self._one(conn, "job_get_by_id", tenant=ref.tenant, id=ref.id)
+        else:
+            row = await self._one(conn, "job_get_by_name", tenant=ref.tenant, name=ref.name)
+        if row is None:
+            raise NotFound(f"job {ref.id or ref.name!s} not found")
+        return row
+
+    async def job_upsert(self, params: JobUpsertParams) -> tuple[Job, bool]:
+        now = self.clock.now()
+        async with self._tx() as conn:
+            existing = await self._one(
+                conn, "job_get_by_name", tenant=params.tenant, name=params.name
+            )
+            if existing is None:
+                values = job_values(params, params.job_id, params.schedule, params.next_fire_at)
+                row = await self._one(conn, "job_insert", **values, now=now)
+                return _rows.job_from_row(row, _C), True
+            if params.create_only:
+                raise Conflict(f"a job named {params.name!r} already exists")
+            old = _rows.job_from_row(existing, _C)
+            if params.equivalent(old.schedule):
+                schedule, next_fire_at, status = old.schedule, old.next_fire_at, old.status
+            else:
+                schedule, next_fire_at = params.schedule, params.next_fire_at
+                status = JobStatus.ACTIVE if old.status is JobStatus.COMPLETED else old.status
+                await self._exec(
+                    conn, "runs_end_pending", job_id=old.id, state=RunState.SKIPPED,
+                    reason="schedule_changed", now=now,
+                )
+            values = job_values(params, old.id, schedule, next_fire_at)
+            row = await self._one(conn, "job_update", **values, status=status, now=now)
+            return _rows.job_from_row(row, _C), False
+
+    async def job_get(self, ref: JobRef) -> Job:
+        async with self._read() as conn:
+            return _rows.job_from_row(await self._job_row(conn, ref), _C)
+
+    async def job_list(self, params: JobListParams) -> Page[Job]:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "job_list", tenant=params.tenant,
+                status=None if params.status is None else str(params.status),
+                name_prefix=params.name_prefix, tag=params.tag, after_name=params.after_name,
+                limit=params.limit + 1,
+            )
+        jobs = [_rows.job_from_row(r, _C) for r in rows[: params.limit]]
+        cursor = jobs[-1].name if len(rows) > params.limit else None
+        return Page(jobs, cursor)
+
+    async def job_set_status(self, params: JobSetStatusParams) -> Job:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            current = _rows.job_from_row(await self._job_row(conn, params.job), _C)
+            allowed_from = STATUS_MOVES[params.status]
+            if current.status is params.status:
+                return current
+            if current.status not in allowed_from:
+                raise Conflict(f"job {current.name!r} is {current.status}; cannot become "
+                               f"{params.status}")
+            row = await self._one(
+                conn, "job_set_status", id=current.id, status=str(params.status),
+                next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
+                from_states=_json.dumps([str(s) for s in allowed_from]), now=now,
+            )
+            if row is None:
+                raise Conflict(f"job {current.name!r} changed concurrently; try again")
+            if params.status in PENDING_END_STATE:
+                state, reason = PENDING_END_STATE[params.status]
+                await self._exec(conn, "runs_end_pending", job_id=current.id, state=state,
+                                 reason=reason, now=now)
+            return _rows.job_from_row(row, _C)
+
+    async def job_delete(self, ref: JobRef) -> None:
+        async with self._tx() as conn:
+            row = await self._job_row(conn, ref)
+            await self._exec(conn, "job_delete", id=row["id"])
+
+    # --- runs: materialize, trigger -------------------------------------------------------
+
+    async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult:
+        now = self._now(params.now)
+        until = now + timedelta(seconds=params.horizon)
+        low, high = params.partitions or (0, 255)
+        created = skips = 0
+        async with self._tx() as conn:
+            rows = await self._all(conn, "jobs_due", until=until, limit=params.limit,
+                                   partition_low=low, partition_high=high)
+            jobs = [_rows.job_from_row(r, _C) for r in rows]
+            for job in jobs:
+                plan = params.planner(job, now, until)
+                for planned in plan.runs:
+                    row = await self._one(conn, "run_insert", **planned_run_values(job, planned),
+                                          now=now)
+                    created += row is not None
+                for skip in plan.skips:
+                    await self._exec(conn, "skip_insert", job_id=job.id, first_at=skip.first,
+                                     last_at=skip.last, count=skip.count, reason=skip.reason,
+                                     now=now)
+                    skips += 1
+                await self._exec(conn, "job_advance", id=job.id, next_fire_at=plan.next_fire_at)
+        if created:
+            self._runs_event.set()
+        return MaterializeResult(jobs=len(jobs), runs_created=created, skips=skips, now=now)
+
+    async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            job = _rows.job_from_row(await self._job_row(conn, params.job), _C)
+            if job.status is JobStatus.CANCELLED:
+                raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
+            if params.idempotency_key is not None:
+                row = await self._one(conn, "run_get_by_key", job_id=job.id,
+                                      idempotency_key=params.idempotency_key)
+                if row is not None:
+                    if row["request_hash"] != params.request_hash:
+                        raise Conflict(
+                            f"idempotency key {params.idempotency_key!r} was used with a "
+                            "different request"
+                        )
+                    return _rows.run_from_row(row, _C), False
+            row = await self._one(conn, "run_insert", **trigger_run_values(job, params, now),
+                                  now=now)
+            assert row is not None, "a fresh idempotency key cannot conflict"
+        self._runs_event.set()
+        return _rows.run_from_row(row, _C), True
+
+    # --- runs: the worker's path ----------------------------------------------------------
+
+    async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]:
+        if not params.tasks:
+            return []
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            rows = await self._all(
+                conn, "runs_claim", worker_id=params.worker_id,
+                lease_expires_at=now + timedelta(seconds=params.lease_ttl), now=now,
+                until=now + timedelta(seconds=params.lookahead),
+                tasks=_json.dumps(list(params.tasks)), limit=params.limit,
+            )
+        claimed = [_rows.claimed_from_row(r, _C) for r in rows]
+        claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
+        return claimed
+
+    async def run_start(self, params: RunStartParams) -> bool:
+        async with self._tx() as conn:
+            return await self._exec(conn, "run_start", id=params.run_id, token=params.token,
+                                    now=self._now(params.now)) == 1
+
+    async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
+        now = self._now(params.now)
+        expires = now + timedelta(seconds=params.lease_ttl)
+        kept: set[uuid.UUID] = set()
+        async with self._tx() as conn:
+            for run_id, token in params.runs:
+                row = await self._one(conn, "run_heartbeat", id=run_id, token=token,
+                                      worker_id=params.worker_id, lease_expires_at=expires)
+                if row is not None:
+                    kept.add(run_id)
+        return kept
+
+    async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
+        now = self._now(params.now)
+        applied: list[bool] = []
+        async with self._tx() as conn:
+            for c in params.completions:
+                row = await self._one(
+                    conn, "run_complete", id=c.run_id, token=c.token,
+                    next_state=str(c.next_state), available_at=c.available_at, reason=c.reason,
+                    error_class=c.error_class, error_message=c.error_message,
+                    refund_attempt=int(c.refund_attempt), now=now,
+                )
+                ok = row is not None
+                applied.append(ok)
+                await self._exec(
+                    conn, "attempt_record", run_id=c.run_id, token=c.token, number=c.attempt,
+                    worker_id=c.worker_id, claimed_at=c.claimed_at, started_at=c.started_at,
+                    outcome=str(c.outcome) if ok else "stale", error_class=c.error_class,
+                    error_message=c.error_message, now=now,
+                )
+                if ok and c.completes_job and c.next_state.terminal:
+                    await self._exec(conn, "job_complete", id=row["job_id"], now=now)
+        return applied
+
+    async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
+        now = self._now(params.now)
+        rescheduled = dead = 0
+        async with self._tx() as conn:
+            rows = await self._all(conn, "leases_expired", now=now, limit=params.limit)
+            for row in rows:
+                claimed = _rows.claimed_from_row(row, _C)
+                run = claimed.run
+                next_state, reason = _rows.lease_lost_decision(run, claimed.delivery)
+                changed = await self._exec(conn, "run_reap", id=run.id, token=run.token,
+                                           next_state=str(next_state), reason=reason, now=now)
+                if not changed:
+                    continue
+                await self._exec(
+                    conn, "attempt_record", run_id=run.id, token=run.token, number=run.attempt,
+                    worker_id=run.lease_owner or "?", claimed_at=run.claimed_at or now,
+                    started_at=run.started_at, outcome="lost", error_class=None,
+                    error_message="lease expired", now=now,
+                )
+                if next_state is RunState.DEAD:
+                    dead += 1
+                    if claimed.one_shot and run.trigger is RunTrigger.SCHEDULE:
+                        await self._exec(conn, "job_complete", id=run.job_id, now=now)
+                else:
+                    rescheduled += 1
+        if rescheduled:
+            self._runs_event.set()
+        return ReapResult(rescheduled=rescheduled, dead=dead)
+
+    # --- runs: reading and operator actions -----------------------------------------------
+
+    async def run_get(self, tenant: str, run_id: uuid.UUID) -> Run:
+        async with self._read() as conn:
+            row = await self._one(conn, "run_get", tenant=tenant, id=run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return _rows.run_from_row(row, _C)
+
+    async def runs_list(self, params: RunListParams) -> Page[Run]:
+        before_at, before_id = params.before or (None, None)
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_list", tenant=params.tenant, job_id=params.job_id,
+                state=None if params.state is None else str(params.state),
+                before_at=before_at, before_id=before_id, limit=params.limit + 1,
+            )
+        runs = [_rows.run_from_row(r, _C) for r in rows[: params.limit]]
+        cursor = None
+        if len(rows) > params.limit:
+            cursor = f"{to_micros(runs[-1].scheduled_for)}.{runs[-1].id}"
+        return Page(runs, cursor)
+
+    async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "attempts_list", tenant=tenant, run_id=run_id)
+        return [_rows.attempt_from_row(r, _C) for r in rows]
+
+    async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]:
+        now = self._now(params.now)
+        run_ids = None if params.run_ids is None else _json.dumps([str(i) for i in params.run_ids])
+        async with self._tx() as conn:
+            rows = await self._all(
+                conn, "runs_replay", tenant=params.tenant, job_id=params.job_id,
+                run_ids=run_ids, max_attempts=params.max_attempts, limit=params.limit, now=now,
+            )
+        if rows:
+            self._runs_event.set()
+        return [uuid.UUID(r["id"]) for r in rows]
+
+    async def run_cancel(self, params: RunCancelParams) -> Run:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            before = await self._one(conn, "run_get", tenant=params.tenant, id=params.run_id)
+            if before is None:
+                raise NotFound(f"run {params.run_id} not found")
+            row = await self._one(conn, "run_cancel", tenant=params.tenant, id=params.run_id,
+                                  now=now)
+            if row is None:
+                raise Conflict(f"run {params.run_id} is {before['state']}; only scheduled or "
+                               "running runs can be cancelled")
+            if before["state"] == RunState.RUNNING:
+                prior = _rows.run_from_row(before, _C)
+                await self._exec(
+                    conn, "attempt_record", run_id=prior.id, token=prior.token,
+                    number=prior.attempt, worker_id=prior.lease_owner or "?",
+                    claimed_at=prior.claimed_at or now, started_at=prior.started_at,
+                    outcome="cancelled", error_class=None, error_message="cancelled", now=now,
+                )
+            return _rows.run_from_row(row, _C)
+
+    async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "skips_list", tenant=tenant, job_id=job_id)
+        return [_rows.skip_from_row(r, _C) for r in rows]
+
+    # --- workers --------------------------------------------------------------------------
+
+    async def worker_register(self, worker: WorkerInfo) -> None:
+        async with self._tx() as conn:
+            await self._exec(
+                conn, "worker_upsert", id=worker.id, host=worker.host, pid=worker.pid,
+                tasks=_json.dumps(list(worker.tasks)), queues=_json.dumps(list(worker.queues)),
+                started_at=worker.started_at, now=worker.heartbeat_at,
+            )
+            for task in worker.tasks:
+                await self._exec(conn, "known_task_upsert", task=task, now=worker.heartbeat_at)
+
+    async def worker_heartbeat(self, worker_id: str, now: datetime | None = None) -> None:
+        async with self._tx() as conn:
+            await self._exec(conn, "worker_heartbeat", id=worker_id, now=self._now(now))
+
+    async def worker_unregister(self, worker_id: str) -> None:
+        async with self._tx() as conn:
+            await self._exec(conn, "worker_delete", id=worker_id)
+
+    async def workers_list(self) -> list[WorkerInfo]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "workers_list")
+        return [_rows.worker_from_row(r, _C) for r in rows]
+
+    async def tasks_known(self, tasks: Sequence[str]) -> set[str]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tasks_known", tasks=_json.dumps(list(tasks)))
+        return {r["task"] for r in rows}
+
+    async def exactly_once_supported(self) -> None:
+        raise UnsupportedFeature("exactly_once delivery needs PostgreSQL; SQLite cannot provide it")
+
+
+def _split_statements(sql: str) -> list[str]:
+    """Split a migration into statements (migrations hold no ``;`` inside literals)."""
+    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

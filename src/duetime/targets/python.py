@@ -1,0 +1,111 @@
+"""Python function targets: a registry of tasks by name, and the built-in tasks.
+
+A task is called as ``fn(ctx, payload)``, ``fn(ctx)`` or ``fn()`` depending on how many
+parameters it takes; async functions are awaited, sync ones run in the worker's thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from duetime.errors import Permanent, ValidationError
+from duetime.targets.context import RunContext
+
+TaskFunc = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDef:
+    name: str
+    func: TaskFunc
+    is_async: bool
+    arity: int
+    """How many positional arguments it takes: 0, 1 (ctx) or 2 (ctx, payload)."""
+
+    @classmethod
+    def of(cls, name: str, func: TaskFunc) -> TaskDef:
+        if not name or len(name) > 200 or not name.isprintable():
+            raise ValidationError("task", f"name must be 1-200 printable characters: {name!r}")
+        try:
+            params = [
+                p for p in inspect.signature(func).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            params = []
+        arity = min(len(params), 2)
+        return cls(name, func, inspect.iscoroutinefunction(func), arity)
+
+
+class TaskRegistry:
+    """Task names → functions. Built-in tasks are always present."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskDef] = {t.name: t for t in BUILTIN_TASKS}
+
+    def register(self, name: str, func: TaskFunc) -> TaskDef:
+        if name in self._tasks and self._tasks[name].func is not func:
+            raise ValidationError("task", f"{name!r} is already registered to another function")
+        task = TaskDef.of(name, func)
+        self._tasks[name] = task
+        return task
+
+    def get(self, name: str) -> TaskDef | None:
+        return self._tasks.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+
+async def invoke(task: TaskDef, ctx: RunContext, executor: Executor | None) -> Any:
+    """Call ``task`` for ``ctx``. A sync task runs in ``executor`` (a thread)."""
+    args = (ctx, ctx.payload)[: task.arity]
+    if task.is_async:
+        return await task.func(*args)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor, lambda: task.func(*args))
+
+
+# --- built-in tasks ---------------------------------------------------------------------------
+
+
+async def _noop(ctx: RunContext, payload: Any) -> None:
+    """Does nothing; for tests and benchmarks."""
+
+
+async def _sleep(ctx: RunContext, payload: Any) -> None:
+    """Sleeps ``payload["seconds"]``."""
+    seconds = payload.get("seconds", 1) if isinstance(payload, dict) else 1
+    if not isinstance(seconds, int | float) or seconds < 0:
+        raise Permanent(f"duetime.sleep needs a non-negative number of seconds, got {seconds!r}")
+    await asyncio.sleep(seconds)
+
+
+class DemoFailure(RuntimeError):
+    """Raised by ``duetime.fail``."""
+
+
+async def _fail(ctx: RunContext, payload: Any) -> None:
+    """Fails ``payload["times"]`` times then succeeds; ``{"always": true}`` never succeeds."""
+    payload = payload if isinstance(payload, dict) else {}
+    if payload.get("always"):
+        raise DemoFailure(f"duetime.fail always fails (attempt {ctx.attempt})")
+    times = payload.get("times", 1)
+    if ctx.attempt <= times:
+        raise DemoFailure(f"duetime.fail failing attempt {ctx.attempt} of {times}")
+
+
+BUILTIN_TASKS: tuple[TaskDef, ...] = (
+    TaskDef.of("duetime.noop", _noop),
+    TaskDef.of("duetime.sleep", _sleep),
+    TaskDef.of("duetime.fail", _fail),
+)
+BUILTIN_NAMES = frozenset(t.name for t in BUILTIN_TASKS)

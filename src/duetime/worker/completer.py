@@ -1,0 +1,75 @@
+"""Writes attempt outcomes in batches with the fencing check, never losing one.
+
+Completions queue up while a batch is being written; each write takes everything queued (up
+to ``batch``). A failed write (database down) is retried with backoff, keeping its batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from duetime.store.base import RunCompletion, RunsCompleteParams, Store
+
+log = logging.getLogger("duetime.worker")
+
+CompletionListener = Callable[[RunCompletion, bool], None]
+"""Called after each write with the completion and whether it was applied (False = stale)."""
+
+
+class Completer:
+    def __init__(
+        self, store: Store, *, batch: int = 500, listener: CompletionListener | None = None
+    ) -> None:
+        self.store = store
+        self.batch = batch
+        self.listener = listener
+        self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
+        self._pending = 0
+
+    def submit(self, completion: RunCompletion) -> None:
+        self._pending += 1
+        self._queue.put_nowait(completion)
+
+    @property
+    def pending(self) -> int:
+        """Completions submitted and not yet written."""
+        return self._pending
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Write completions until ``stop`` is set and everything submitted has been written."""
+        while not (stop.is_set() and self._pending == 0):
+            if self._queue.empty():
+                getter = asyncio.ensure_future(self._queue.get())
+                stopper = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait({getter, stopper},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if getter not in done:
+                    getter.cancel()
+                    continue
+                batch = [getter.result()]
+            else:
+                batch = [self._queue.get_nowait()]
+            while len(batch) < self.batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            await self._write(batch)
+
+    async def _write(self, batch: list[RunCompletion]) -> None:
+        delay = 0.05
+        while True:
+            try:
+                applied = await self.store.runs_complete(RunsCompleteParams(batch))
+                break
+            except Exception:
+                log.exception("writing %d completions failed; retrying in %.2fs", len(batch), delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self._pending -= len(batch)
+        for completion, ok in zip(batch, applied, strict=True):
+            if not ok:
+                log.warning("run %s: attempt %d was stale (token %d); its outcome was refused",
+                            completion.run_id, completion.attempt, completion.token)
+            if self.listener is not None:
+                self.listener(completion, ok)
