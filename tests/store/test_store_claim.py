@@ -165,7 +165,8 @@ async def test_concurrent_claimers_never_share_a_run(
         ]
     )
     ids = Counter(c.run.id for batch in results for c in batch)
-    assert ids and max(ids.values()) == 1
+    assert ids
+    assert max(ids.values()) == 1
     for batch in results:
         assert len(batch) <= 3
         for c in batch:
@@ -174,7 +175,8 @@ async def test_concurrent_claimers_never_share_a_run(
     # whatever is left is claimable; every run ends up claimed exactly once (token 1)
     while rest := await claim(store, t0, worker="sweeper", limit=10):
         ids.update(c.run.id for c in rest)
-    assert len(ids) == total and max(ids.values()) == 1
+    assert len(ids) == total
+    assert max(ids.values()) == 1
     runs = await list_runs(store)
     assert len(runs) == total
     assert all(r.state is RunState.RUNNING and r.token == 1 and r.attempt == 1 for r in runs)
@@ -200,8 +202,9 @@ async def test_run_start_refused_after_the_run_ended(store: Store, t0: datetime)
     await scheduled_run(store, t0 + s(1), "j")
     claimed = await claim_one(store, t0, lookahead=1)
     assert await complete(store, t0 + s(0.5), completion(claimed)) == [True]
-    assert not await store.run_start(RunStartParams(claimed.run.id, claimed.run.token,
-                                                    now=t0 + s(1)))
+    assert not await store.run_start(
+        RunStartParams(claimed.run.id, claimed.run.token, now=t0 + s(1))
+    )
 
 
 async def test_run_start_refused_when_job_paused(store: Store, t0: datetime) -> None:
@@ -215,13 +218,12 @@ async def test_run_start_refused_when_job_paused(store: Store, t0: datetime) -> 
     assert (await get_run(store, run.id)).started_at is None
 
 
-async def test_run_start_of_a_manual_run_allowed_on_paused_job(
-    store: Store, t0: datetime
-) -> None:
+async def test_run_start_of_a_manual_run_allowed_on_paused_job(store: Store, t0: datetime) -> None:
     job = await make_job(store, "j", next_fire_at=None)
     manual, _ = await store.run_trigger(RunTriggerParams(ref(job), now=t0 + s(1)))
     claimed = await claim_one(store, t0, lookahead=1)
-    assert claimed.run.id == manual.id and claimed.run.started_at is None
+    assert claimed.run.id == manual.id
+    assert claimed.run.started_at is None
     await store.job_set_status(JobSetStatusParams(ref(job), JobStatus.PAUSED, now=t0 + s(0.5)))
     assert await store.run_start(RunStartParams(manual.id, claimed.run.token, now=t0 + s(1)))
     assert (await get_run(store, manual.id)).started_at == t0 + s(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -138,8 +139,13 @@ async def test_reupsert_with_equivalent_schedule_keeps_next_fire_at_and_pending_
 
     seen: list[Schedule] = []
     params = job_params(
-        "j", next_fire_at=t0 + s(999), schedule=before.schedule, payload={"v": 2}, priority=3,
-        tags=("x",), job_id=uuid.uuid4(),
+        "j",
+        next_fire_at=t0 + s(999),
+        schedule=before.schedule,
+        payload={"v": 2},
+        priority=3,
+        tags=("x",),
+        job_id=uuid.uuid4(),
     )
     original_equivalent = params.equivalent
 
@@ -170,8 +176,10 @@ async def test_reupsert_with_changed_schedule_replaces_it_and_skips_pending_runs
     await materialize(store, t0, planner=fill_planner(1), horizon=2)  # runs at t0, +1, +2
     started = await claim_one(store, t0, limit=1)  # due: started at once
     ahead = await claim_one(store, t0, limit=1, lookahead=1)  # t0+1, claimed ahead
-    assert started.run.scheduled_for == t0 and started.run.started_at == t0
-    assert ahead.run.scheduled_for == t0 + s(1) and ahead.run.started_at is None
+    assert started.run.scheduled_for == t0
+    assert started.run.started_at == t0
+    assert ahead.run.scheduled_for == t0 + s(1)
+    assert ahead.run.started_at is None
 
     new_schedule = every_schedule(t0 + s(60), 5)
     updated, created = await store.job_upsert(
@@ -275,11 +283,21 @@ async def test_job_list_filters(store: Store, t0: datetime) -> None:
 
     everything = await _names(store)
     assert sorted(everything) == sorted(
-        ["report-daily", "report-weekly", "Report-upper", "a_b", "axb", "a%c", "abc",
-         "report-paused"]
+        [
+            "report-daily",
+            "report-weekly",
+            "Report-upper",
+            "a_b",
+            "axb",
+            "a%c",
+            "abc",
+            "report-paused",
+        ]
     )
     assert sorted(await _names(store, name_prefix="report-")) == [
-        "report-daily", "report-paused", "report-weekly",
+        "report-daily",
+        "report-paused",
+        "report-weekly",
     ]
     # the prefix is literal and case-sensitive: no LIKE wildcards
     assert await _names(store, name_prefix="a_") == ["a_b"]
@@ -287,7 +305,9 @@ async def test_job_list_filters(store: Store, t0: datetime) -> None:
     assert await _names(store, name_prefix="nothing") == []
     # tags match whole elements
     assert sorted(await _names(store, tag="billing")) == [
-        "report-daily", "report-paused", "report-weekly",
+        "report-daily",
+        "report-paused",
+        "report-weekly",
     ]
     assert await _names(store, tag="bil") == []
     assert sorted(await _names(store, tag="eu")) == ["a_b", "report-daily"]
@@ -361,10 +381,12 @@ async def test_pause_skips_scheduled_and_claimed_ahead_runs(store: Store, t0: da
     assert await complete(store, t0 + s(2), completion(ahead)) == [False]
     assert (await get_run(store, ahead.run.id)).state is RunState.SKIPPED
     # the run that had already started goes on
-    assert runs[t0].state is RunState.RUNNING and runs[t0].token == started.run.token
+    assert runs[t0].state is RunState.RUNNING
+    assert runs[t0].token == started.run.token
     # and a paused job is not materialized
     result = await materialize(store, t0 + s(10), planner=fill_planner(1), horizon=10)
-    assert result.jobs == 0 and result.runs_created == 0
+    assert result.jobs == 0
+    assert result.runs_created == 0
 
 
 async def test_resume_sets_the_given_next_fire_at(store: Store, t0: datetime) -> None:
@@ -395,9 +417,7 @@ async def test_cancel_marks_pending_runs_cancelled(store: Store, t0: datetime) -
     assert runs[t0 + s(2)].state is RunState.CANCELLED
     assert runs[t0 + s(1)].state is RunState.CANCELLED
     assert runs[t0 + s(1)].token > ahead2.run.token
-    assert not await store.run_start(
-        RunStartParams(ahead2.run.id, ahead2.run.token, now=t0 + s(1))
-    )
+    assert not await store.run_start(RunStartParams(ahead2.run.id, ahead2.run.token, now=t0 + s(1)))
     assert runs[t0].state is RunState.RUNNING
     result = await materialize(store, t0 + s(10), planner=fill_planner(1), horizon=10)
     assert result.jobs == 0
@@ -463,7 +483,8 @@ async def test_set_status_by_name(store: Store, t0: datetime) -> None:
     paused = await store.job_set_status(
         JobSetStatusParams(JobRef(TENANT, name="by-name"), JobStatus.PAUSED, now=t0)
     )
-    assert paused.id == job.id and paused.status is JobStatus.PAUSED
+    assert paused.id == job.id
+    assert paused.status is JobStatus.PAUSED
 
 
 # --- delete -------------------------------------------------------------------------------------
@@ -493,10 +514,8 @@ async def test_delete_removes_attempts_and_skips_too(store: Store, t0: datetime)
     # gone for every reader
     with pytest.raises(NotFound):
         await get_run(store, claimed.run.id)
-    try:
+    with contextlib.suppress(NotFound):
         assert await store.attempts_list(TENANT, claimed.run.id) == []
-    except NotFound:
-        pass
 
 
 # --- round trips (property) -----------------------------------------------------------------------

@@ -63,14 +63,19 @@ async def test_creates_each_due_run_once(store: Store, t0: datetime) -> None:
     assert run.job_id == job.id
     assert (run.tenant, run.job_name, run.task, run.queue) == (TENANT, "j", TASK, "q1")
     assert run.payload == {"p": 1}
-    assert run.scheduled_for == t0 and run.available_at == t0
-    assert is_utc(run.scheduled_for) and is_utc(run.available_at) and is_utc(run.created_at)
+    assert run.scheduled_for == t0
+    assert run.available_at == t0
+    assert is_utc(run.scheduled_for)
+    assert is_utc(run.available_at)
+    assert is_utc(run.created_at)
     assert run.state is RunState.SCHEDULED
     assert run.priority == 4
     assert (run.attempt, run.max_attempts, run.token, run.replays) == (0, 4, 0, 0)
     assert run.trigger is RunTrigger.SCHEDULE
-    assert run.lease_owner is None and run.lease_expires_at is None
-    assert run.started_at is None and run.finished_at is None
+    assert run.lease_owner is None
+    assert run.lease_expires_at is None
+    assert run.started_at is None
+    assert run.finished_at is None
     assert (await get_job(store, job.id)).next_fire_at == t0 + s(1)
 
     again = await materialize(store, t0)  # next_fire_at moved past the horizon
@@ -107,7 +112,8 @@ async def test_horizon_is_inclusive_and_respected(store: Store, t0: datetime) ->
 
     result = await materialize(store, t0, planner=planner, horizon=10)
 
-    assert result.jobs == 2 and result.runs_created == 2
+    assert result.jobs == 2
+    assert result.runs_created == 2
     assert sorted(name for name, _, _ in seen) == ["edge", "inside"]
     assert all(now == t0 and until == t0 + s(10) for _, now, until in seen)
     assert len(await list_runs(store, job_id=inside.id)) == 1
@@ -285,7 +291,8 @@ async def test_concurrent_schedulers_never_duplicate_an_occurrence(
 
     runs = await list_runs(store)
     occurrences = Counter((r.job_id, r.scheduled_for) for r in runs)
-    assert occurrences and max(occurrences.values()) == 1
+    assert occurrences
+    assert max(occurrences.values()) == 1
     assert sum(r.runs_created for r in results) == len(runs)
 
     # a final sweep fills whatever the racing calls did not reach, still without duplicates

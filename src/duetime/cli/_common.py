@@ -1,0 +1,82 @@
+"""Options and helpers shared by every command: the database, errors, JSON output."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from duetime import _json
+from duetime._config import Settings
+from duetime.app import App, AsyncApp
+from duetime.errors import DuetimeError, ValidationError
+
+T = TypeVar("T")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", envvar="DUETIME_DATABASE_URL", show_envvar=True,
+                 help="SQLite path or postgresql:// URL [default: ./duetime.db]"),
+]
+TenantOption = Annotated[str, typer.Option("--tenant", envvar="DUETIME_TENANT",
+                                           help="Tenant the command acts on.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def settings_for(db: str | None, **overrides: Any) -> Settings:
+    try:
+        return Settings.from_env(database_url=db, **overrides)
+    except ValidationError as exc:
+        fail(str(exc))
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine, turning duetime's errors into a one-line message and exit code 2."""
+    try:
+        return asyncio.run(make())
+    except DuetimeError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot reach the database: {exc}")
+
+
+def with_app(
+    db: str | None, tenant: str, body: Callable[[AsyncApp], Coroutine[Any, Any, T]],
+    *, migrate: bool | None = None,
+) -> T:
+    async def go() -> T:
+        async with AsyncApp(settings=settings_for(db), tenant=tenant, migrate=migrate) as app:
+            return await body(app)
+
+    return run_async(go)
+
+
+def load_user_app(spec: str | None, settings: Settings) -> App | AsyncApp | None:
+    """Import ``module:attribute`` (an App or AsyncApp whose tasks the worker serves)."""
+    if not spec:
+        return None
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        fail(f"--app must look like module:app, got {spec!r}")
+    sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        fail(f"--app: cannot import {module_name!r}: {exc}")
+    app = getattr(module, attr, None)
+    if not isinstance(app, App | AsyncApp):
+        fail(f"--app: {spec!r} is not a duetime App or AsyncApp")
+    return app
+
+
+def print_json(value: Any) -> None:
+    typer.echo(_json.dumps(value))

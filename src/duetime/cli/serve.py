@@ -1,0 +1,226 @@
+"""Long-running commands: ``up`` (everything, one process), ``scheduler``, ``worker``,
+and ``migrate``.
+
+Signals: the first SIGTERM/SIGINT starts a graceful shutdown (stop claiming, finish or hand
+back within the grace period); a second one exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+
+from duetime._types import RetryPolicy as Retry
+from duetime._types import RunState
+from duetime.app import AsyncApp
+from duetime.cli._common import DbOption, fail, load_user_app, run_async, settings_for
+from duetime.cli._root import cli
+from duetime.errors import SchemaError
+from duetime.store import is_postgres_url
+from duetime.store.base import ClaimedRun, RunCompletion
+
+log = logging.getLogger("duetime")
+
+LogLevel = Annotated[str, typer.Option("--log-level", envvar="DUETIME_LOG_LEVEL",
+                                       help="debug, info, warning or error.")]
+AppOption = Annotated[str | None, typer.Option(
+    "--app", help="Import user tasks from module:app (a duetime App or AsyncApp).")]
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("second signal: exiting now")
+            os._exit(1)
+        log.info("signal %s: shutting down gracefully (again to exit at once)",
+                 signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+
+def _app_for(db: str | None, app_spec: str | None, *, migrate: bool | None) -> AsyncApp:
+    settings = settings_for(db)
+    user = load_user_app(app_spec, settings)
+    registry = None if user is None else user.registry
+    return AsyncApp(settings=settings, registry=registry, migrate=migrate)
+
+
+@cli.command()
+def migrate(db: DbOption = None) -> None:
+    """Create or upgrade the database schema (safe to run again, and concurrently)."""
+
+    async def go() -> int:
+        app = AsyncApp(settings=settings_for(db), migrate=True)
+        async with app:
+            return await app.store.migrate()
+
+    version = run_async(go)
+    typer.echo(f"schema is at version {version}")
+
+
+@cli.command()
+def scheduler(
+    db: DbOption = None,
+    partitions: Annotated[str | None, typer.Option(
+        help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127.")] = None,
+    log_level: LogLevel = "info",
+) -> None:
+    """Run a scheduler: materialize due runs (and reap expired leases)."""
+    _logging(log_level)
+    span = _partitions(partitions)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+        async with _app_for(db, None, migrate=None) as app:
+            log.info("scheduler started (%s)", app.store.dialect)
+            materializer = app.materializer(span)
+            await _gather(stop, materializer.run(stop), app.reaper().run(stop))
+
+    run_async(go)
+
+
+def _partitions(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        low, high = (int(p) for p in text.split("-", 1))
+    except ValueError:
+        fail(f"--partitions must look like 0-127, got {text!r}")
+    if not 0 <= low <= high <= 255:
+        fail(f"--partitions must be within 0-255 with LOW <= HIGH, got {text!r}")
+    return low, high
+
+
+@cli.command()
+def worker(
+    db: DbOption = None,
+    app: AppOption = None,
+    concurrency: Annotated[int | None, typer.Option(help="Runs executed at once.")] = None,
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", help="Serve only this task (repeatable); default: every registered task.")] = None,
+    log_level: LogLevel = "info",
+) -> None:
+    """Run a worker: claim due runs of the tasks it knows and execute them."""
+    _logging(log_level)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+        async_app = _app_for(db, app, migrate=None)
+        if concurrency is not None:
+            if concurrency < 1:
+                fail("--concurrency must be >= 1")
+            async_app.settings = async_app.settings.with_(worker_concurrency=concurrency)
+        async with async_app:
+            w = async_app.worker(tasks=task or None)
+            log.info("worker %s serving %s", w.id, ", ".join(w.tasks))
+            await w.run(stop)
+
+    try:
+        run_async(go)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+@cli.command()
+def up(
+    db: DbOption = None,
+    app: AppOption = None,
+    demo: Annotated[bool, typer.Option(help="Register demo jobs and print runs as they happen.")]
+    = False,
+    log_level: LogLevel = "warning",
+) -> None:
+    """Everything in one process on SQLite: migrate, scheduler, worker (and the API once it
+    exists). With --demo, register a few demo jobs and watch them run."""
+    _logging(log_level)
+    settings = settings_for(db)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+        async_app = _app_for(settings.database_url, app, migrate=True)
+        async with async_app:
+            where = "PostgreSQL" if is_postgres_url(settings.database_url) else \
+                f"SQLite file {os.path.abspath(settings.database_url)}"
+            typer.echo(f"duetime up: scheduler + worker on {where}. Ctrl-C to stop.")
+            if demo:
+                await _register_demo(async_app)
+            w = async_app.worker(on_start=_print_start if demo else None,
+                                 on_complete=_print_completion if demo else None)
+            await _gather(stop, async_app.materializer().run(stop), async_app.reaper().run(stop),
+                          w.run(stop))
+
+    try:
+        run_async(go)
+    except SchemaError as exc:
+        fail(str(exc))
+
+
+async def _gather(stop: asyncio.Event, *loops: object) -> None:
+    tasks = [asyncio.ensure_future(loop) for loop in loops]  # type: ignore[arg-type]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# --- the demo ---------------------------------------------------------------------------------
+
+DEMO_RETRY = Retry(max_attempts=3, backoff_base=0.5, backoff_factor=2.0, backoff_cap=2.0)
+
+
+async def _register_demo(app: AsyncApp) -> None:
+    """Demo jobs; re-registering them on the same database is safe (create-or-update)."""
+    await app.schedule("demo.every-2s", task="duetime.noop", every=2)
+    await app.schedule("demo.one-shot", task="duetime.noop", at=timedelta(seconds=3))
+    # One-shots one second out: declaring them again moves their instant, so they run again.
+    await app.schedule("demo.flaky", task="duetime.fail", at=timedelta(seconds=1),
+                       payload={"times": 2}, retry=DEMO_RETRY)
+    await app.schedule("demo.doomed", task="duetime.fail", at=timedelta(seconds=1),
+                       payload={"always": True},
+                       retry=Retry(max_attempts=2, backoff_base=0.5, backoff_cap=1.0))
+    typer.echo("demo jobs: demo.every-2s (every 2 s), demo.one-shot (in 3 s), demo.flaky "
+               "(fails twice, then succeeds), demo.doomed (always fails → dead-letter queue)")
+
+
+def _print_start(claimed: ClaimedRun) -> None:
+    run = claimed.run
+    typer.echo(f"  ▶ {run.job_name:<16} run {str(run.id)[:8]} attempt {run.attempt} started")
+
+
+def _print_completion(completion: RunCompletion, applied: bool) -> None:
+    if not applied:
+        typer.echo(f"  ! run {str(completion.run_id)[:8]} stale attempt refused")
+        return
+    state = completion.next_state
+    short = str(completion.run_id)[:8]
+    if state is RunState.SUCCEEDED:
+        typer.echo(f"  ✓ run {short} succeeded (attempt {completion.attempt})")
+    elif state is RunState.SCHEDULED and completion.reason is None:
+        typer.echo(f"  ↻ run {short} failed ({completion.error_message}); retry scheduled")
+    elif state is RunState.DEAD:
+        typer.echo(f"  ✗ run {short} is dead ({completion.reason}: {completion.error_message}) "
+                   "→ dead-letter queue (`duetime dlq list`)")

@@ -1,0 +1,328 @@
+"""runs_complete: applied outcomes, retries, the attempt history, and fencing of stale writes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from storekit import (
+    LEASE,
+    TENANT,
+    WORKER,
+    claim,
+    claim_one,
+    complete,
+    completion,
+    get_job,
+    get_run,
+    is_utc,
+    materialize,
+    make_job,
+    running_run,
+    s,
+    scheduled_run,
+)
+
+from duetime._types import AttemptOutcome, JobStatus, RetryPolicy, RunState, Schedule, ScheduleKind
+from duetime.store import Store
+from duetime.store.base import LeasesReapParams, RunsHeartbeatParams
+
+
+async def test_success_is_applied_and_recorded(store: Store, t0: datetime) -> None:
+    claimed = await running_run(store, t0, "j", worker="w-1")
+    done_at = t0 + s(2.5)
+
+    assert await complete(store, done_at, completion(claimed)) == [True]
+
+    run = await get_run(store, claimed.run.id)
+    assert run.state is RunState.SUCCEEDED
+    assert run.finished_at == done_at
+    assert is_utc(run.finished_at)
+    assert run.lease_owner is None
+    assert run.lease_expires_at is None
+    assert run.started_at == t0
+    assert run.attempt == 1
+    (attempt,) = await store.attempts_list(TENANT, run.id)
+    assert attempt.run_id == run.id
+    assert attempt.job_id == run.job_id
+    assert attempt.tenant == TENANT
+    assert attempt.number == 1
+    assert attempt.token == claimed.run.token
+    assert attempt.worker_id == "w-1"
+    assert attempt.claimed_at == t0
+    assert attempt.started_at == t0
+    assert attempt.finished_at == done_at
+    assert attempt.outcome is AttemptOutcome.SUCCEEDED
+    assert attempt.duration == s(2.5)
+    assert attempt.error_class is None
+
+
+async def test_retry_reschedules_with_available_at(store: Store, t0: datetime) -> None:
+    claimed = await running_run(store, t0, "j")
+    retry_at = t0 + s(10)
+    applied = await complete(
+        store,
+        t0 + s(1),
+        completion(
+            claimed,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.SCHEDULED,
+            available_at=retry_at,
+            error_class="ValueError",
+            error_message="bad input",
+        ),
+    )
+    assert applied == [True]
+
+    run = await get_run(store, claimed.run.id)
+    assert run.state is RunState.SCHEDULED
+    assert run.available_at == retry_at
+    assert run.scheduled_for == t0
+    assert run.finished_at is None
+    assert run.lease_owner is None
+    assert (run.last_error_class, run.last_error_message) == ("ValueError", "bad input")
+    (attempt,) = await store.attempts_list(TENANT, run.id)
+    assert attempt.outcome is AttemptOutcome.FAILED
+    assert (attempt.error_class, attempt.error_message) == ("ValueError", "bad input")
+
+    assert await claim(store, retry_at - s(0.001)) == []
+    again = await claim_one(store, retry_at, worker="w-2")
+    assert again.run.attempt == 2
+    assert again.run.token > claimed.run.token
+    assert await complete(store, retry_at + s(1), completion(again)) == [True]
+    attempts = await store.attempts_list(TENANT, run.id)
+    assert [(a.number, a.outcome, a.worker_id) for a in attempts] == [
+        (1, AttemptOutcome.FAILED, WORKER),
+        (2, AttemptOutcome.SUCCEEDED, "w-2"),
+    ]
+
+
+async def test_permanent_failure_goes_dead(store: Store, t0: datetime) -> None:
+    claimed = await running_run(store, t0, "j")
+    applied = await complete(
+        store,
+        t0 + s(1),
+        completion(
+            claimed,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.DEAD,
+            reason="permanent_error",
+            error_class="Permanent",
+            error_message="no",
+        ),
+    )
+    assert applied == [True]
+    run = await get_run(store, claimed.run.id)
+    assert run.state is RunState.DEAD
+    assert run.reason == "permanent_error"
+    assert run.finished_at == t0 + s(1)
+    assert run.last_error_class == "Permanent"
+    assert await claim(store, t0 + s(100)) == []
+
+
+async def test_timed_out_and_cancelled_outcomes(store: Store, t0: datetime) -> None:
+    a = await running_run(store, t0, "a")
+    b = await running_run(store, t0, "b")
+    applied = await complete(
+        store,
+        t0 + s(5),
+        completion(a, outcome=AttemptOutcome.TIMED_OUT, next_state=RunState.DEAD, reason="t"),
+        completion(b, outcome=AttemptOutcome.CANCELLED, next_state=RunState.CANCELLED),
+    )
+    assert applied == [True, True]
+    assert (await get_run(store, a.run.id)).state is RunState.DEAD
+    assert (await get_run(store, b.run.id)).state is RunState.CANCELLED
+    assert [x.outcome for x in await store.attempts_list(TENANT, a.run.id)] == [
+        AttemptOutcome.TIMED_OUT
+    ]
+    assert [x.outcome for x in await store.attempts_list(TENANT, b.run.id)] == [
+        AttemptOutcome.CANCELLED
+    ]
+
+
+async def test_attempt_that_never_started_has_no_duration(store: Store, t0: datetime) -> None:
+    await scheduled_run(store, t0 + s(1), "j")
+    claimed = await claim_one(store, t0, lookahead=1)
+    assert claimed.run.started_at is None
+    applied = await complete(
+        store,
+        t0 + s(0.5),
+        completion(claimed, outcome=AttemptOutcome.CANCELLED, next_state=RunState.CANCELLED),
+    )
+    assert applied == [True]
+    (attempt,) = await store.attempts_list(TENANT, claimed.run.id)
+    assert attempt.started_at is None
+    assert attempt.duration is None
+
+
+async def test_stale_token_changes_nothing_and_is_recorded_stale(
+    store: Store, t0: datetime
+) -> None:
+    claimed = await running_run(store, t0, "j")
+    stale = completion(claimed, token=claimed.run.token - 1)
+    assert await complete(store, t0 + s(1), stale) == [False]
+    assert await get_run(store, claimed.run.id) == claimed.run
+    attempts = await store.attempts_list(TENANT, claimed.run.id)
+    assert [(a.token, a.outcome) for a in attempts] == [
+        (claimed.run.token - 1, AttemptOutcome.STALE)
+    ]
+    # the current holder still completes normally
+    assert await complete(store, t0 + s(2), completion(claimed)) == [True]
+
+
+async def test_a_repeated_completion_is_refused_and_keeps_the_first_outcome(
+    store: Store, t0: datetime
+) -> None:
+    claimed = await running_run(store, t0, "j")
+    assert await complete(store, t0 + s(1), completion(claimed)) == [True]
+    finished = await get_run(store, claimed.run.id)
+
+    late = completion(claimed, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD)
+    assert await complete(store, t0 + s(2), late) == [False]
+
+    assert await get_run(store, claimed.run.id) == finished
+    # "record it, never overwrite": the applied outcome of this attempt stays in the history
+    (attempt,) = await store.attempts_list(TENANT, claimed.run.id)
+    assert attempt.outcome is AttemptOutcome.SUCCEEDED
+    assert attempt.finished_at == t0 + s(1)
+
+
+async def test_lost_attempt_completed_late_is_stale_and_the_newer_outcome_stands(
+    store: Store, t0: datetime
+) -> None:
+    old = await running_run(store, t0, "j", worker="old")
+    reaped_at = t0 + s(LEASE + 1)
+    reaped = await store.leases_reap(LeasesReapParams(now=reaped_at))
+    assert (reaped.rescheduled, reaped.dead) == (1, 0)
+    new = await claim_one(store, reaped_at, worker="new")
+    assert new.run.token > old.run.token + 1  # reaper and claim both bumped it
+
+    # the old worker wakes up: its heartbeat and its completion change nothing
+    kept = await store.runs_heartbeat(
+        RunsHeartbeatParams("old", [(old.run.id, old.run.token)], LEASE, now=reaped_at + s(1))
+    )
+    assert kept == set()
+    assert await complete(store, reaped_at + s(2), completion(old)) == [False]
+    current = await get_run(store, old.run.id)
+    assert current == new.run
+
+    assert await complete(
+        store,
+        reaped_at + s(3),
+        completion(new, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD, reason="x"),
+    ) == [True]
+    final = await get_run(store, old.run.id)
+    assert final.state is RunState.DEAD
+    assert final.reason == "x"
+    attempts = await store.attempts_list(TENANT, old.run.id)
+    assert [(a.number, a.token, a.worker_id, a.outcome) for a in attempts] == [
+        (1, old.run.token, "old", AttemptOutcome.STALE),
+        (2, new.run.token, "new", AttemptOutcome.FAILED),
+    ]
+
+
+async def test_completion_after_expiry_but_before_reaping_applies(
+    store: Store, t0: datetime
+) -> None:
+    """Expiry alone rejects nothing."""
+    claimed = await running_run(store, t0, "j")
+    assert await complete(store, t0 + s(LEASE * 2), completion(claimed)) == [True]
+    assert (await get_run(store, claimed.run.id)).state is RunState.SUCCEEDED
+    reaped = await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE * 3)))
+    assert (reaped.rescheduled, reaped.dead) == (0, 0)
+
+
+async def test_batch_returns_one_flag_per_completion_in_order(
+    store: Store, t0: datetime
+) -> None:
+    a = await running_run(store, t0, "a")
+    b = await running_run(store, t0, "b")
+    c = await running_run(store, t0, "c")
+    flags = await complete(
+        store,
+        t0 + s(1),
+        completion(a),
+        completion(b, token=b.run.token + 5),
+        completion(c, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED,
+                   available_at=t0 + s(9)),
+        completion(a),  # a again: already applied
+    )
+    assert flags == [True, False, True, False]
+    assert (await get_run(store, a.run.id)).state is RunState.SUCCEEDED
+    assert (await get_run(store, b.run.id)).state is RunState.RUNNING
+    assert (await get_run(store, c.run.id)).state is RunState.SCHEDULED
+    assert await complete(store, t0 + s(1)) == []
+
+
+async def test_completion_of_an_unknown_run(store: Store, t0: datetime) -> None:
+    claimed = await running_run(store, t0, "j")
+    from dataclasses import replace
+
+    ghost = replace(completion(claimed), run_id=uuid.uuid4())
+    assert await complete(store, t0 + s(1), ghost) == [False]
+    assert (await get_run(store, claimed.run.id)).state is RunState.RUNNING
+
+
+async def _one_shot(store: Store, at: datetime, **kwargs):
+    job = await make_job(
+        store, "once", next_fire_at=at, schedule=Schedule(kind=ScheduleKind.AT, at=at), **kwargs
+    )
+    await materialize(store, at)
+    claimed = await claim_one(store, at)
+    assert claimed.one_shot is True
+    return job, claimed
+
+
+async def test_completes_job_marks_the_one_shot_job_completed(
+    store: Store, t0: datetime
+) -> None:
+    job, claimed = await _one_shot(store, t0)
+    assert await complete(store, t0 + s(1), completion(claimed, completes_job=True)) == [True]
+    assert (await get_job(store, job.id)).status is JobStatus.COMPLETED
+
+
+async def test_completes_job_with_a_dead_end_too(store: Store, t0: datetime) -> None:
+    job, claimed = await _one_shot(store, t0)
+    applied = await complete(
+        store,
+        t0 + s(1),
+        completion(
+            claimed,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.DEAD,
+            reason="permanent_error",
+            completes_job=True,
+        ),
+    )
+    assert applied == [True]
+    assert (await get_job(store, job.id)).status is JobStatus.COMPLETED
+
+
+async def test_a_retry_does_not_complete_the_job(store: Store, t0: datetime) -> None:
+    job, claimed = await _one_shot(store, t0, retry=RetryPolicy(max_attempts=3))
+    applied = await complete(
+        store,
+        t0 + s(1),
+        completion(
+            claimed,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.SCHEDULED,
+            available_at=t0 + s(2),
+            completes_job=True,
+        ),
+    )
+    assert applied == [True]
+    assert (await get_job(store, job.id)).status is JobStatus.ACTIVE
+
+
+async def test_a_stale_completion_does_not_complete_the_job(store: Store, t0: datetime) -> None:
+    job, claimed = await _one_shot(store, t0)
+    stale = completion(claimed, token=claimed.run.token + 1, completes_job=True)
+    assert await complete(store, t0 + s(1), stale) == [False]
+    assert (await get_job(store, job.id)).status is JobStatus.ACTIVE
+
+
+async def test_completion_without_completes_job_leaves_the_job(store: Store, t0: datetime) -> None:
+    job, claimed = await _one_shot(store, t0)
+    assert await complete(store, t0 + s(1), completion(claimed)) == [True]
+    assert (await get_job(store, job.id)).status is JobStatus.ACTIVE
