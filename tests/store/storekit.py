@@ -208,7 +208,7 @@ async def scheduled_run(store: Store, at: datetime, name: str = "job", **job_kwa
 
     result = await materialize(store, at, planner=only_this_job)
     assert result.runs_created == 1
-    runs = await list_runs(store, job_id=job.id)
+    runs = await list_runs(store, job_id=job.id, tenant=job.tenant)
     assert len(runs) == 1
     return runs[0]
 

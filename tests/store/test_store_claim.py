@@ -48,7 +48,7 @@ async def test_claim_of_a_due_run_starts_it(store: Store, t0: datetime) -> None:
     got = claimed.run
     assert got.id == run.id
     assert got.state is RunState.RUNNING
-    assert got.token == run.token + 1
+    assert got.token > run.token
     assert got.attempt == run.attempt + 1 == 1
     assert got.lease_owner == "w-7"
     assert got.lease_expires_at == now + s(45)
@@ -172,14 +172,14 @@ async def test_concurrent_claimers_never_share_a_run(
         for c in batch:
             assert (await get_run(store, c.run.id)).lease_owner == c.run.lease_owner
 
-    # whatever is left is claimable; every run ends up claimed exactly once (token 1)
+    # whatever is left is claimable; every run ends up claimed exactly once
     while rest := await claim(store, t0, worker="sweeper", limit=10):
         ids.update(c.run.id for c in rest)
     assert len(ids) == total
     assert max(ids.values()) == 1
     runs = await list_runs(store)
     assert len(runs) == total
-    assert all(r.state is RunState.RUNNING and r.token == 1 and r.attempt == 1 for r in runs)
+    assert all(r.state is RunState.RUNNING and r.attempt == 1 for r in runs)
 
 
 # --- run_start ------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from storekit import (
     get_job,
     get_run,
     is_utc,
-    materialize,
     make_job,
+    materialize,
     running_run,
     s,
     scheduled_run,
@@ -232,9 +232,7 @@ async def test_completion_after_expiry_but_before_reaping_applies(
     assert (reaped.rescheduled, reaped.dead) == (0, 0)
 
 
-async def test_batch_returns_one_flag_per_completion_in_order(
-    store: Store, t0: datetime
-) -> None:
+async def test_batch_returns_one_flag_per_completion_in_order(store: Store, t0: datetime) -> None:
     a = await running_run(store, t0, "a")
     b = await running_run(store, t0, "b")
     c = await running_run(store, t0, "c")
@@ -243,8 +241,9 @@ async def test_batch_returns_one_flag_per_completion_in_order(
         t0 + s(1),
         completion(a),
         completion(b, token=b.run.token + 5),
-        completion(c, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED,
-                   available_at=t0 + s(9)),
+        completion(
+            c, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED, available_at=t0 + s(9)
+        ),
         completion(a),  # a again: already applied
     )
     assert flags == [True, False, True, False]
@@ -273,9 +272,7 @@ async def _one_shot(store: Store, at: datetime, **kwargs):
     return job, claimed
 
 
-async def test_completes_job_marks_the_one_shot_job_completed(
-    store: Store, t0: datetime
-) -> None:
+async def test_completes_job_marks_the_one_shot_job_completed(store: Store, t0: datetime) -> None:
     job, claimed = await _one_shot(store, t0)
     assert await complete(store, t0 + s(1), completion(claimed, completes_job=True)) == [True]
     assert (await get_job(store, job.id)).status is JobStatus.COMPLETED

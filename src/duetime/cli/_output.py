@@ -1,0 +1,289 @@
+"""Output and option parsing shared by the management commands (jobs, runs, dlq, preview).
+
+- :func:`to_jsonable` turns duetime's values (Job, Run, Attempt, Schedule, Occurrence, Page …)
+  into plain JSON-ready data; it has no CLI dependencies, so an HTTP API can reuse it.
+- :func:`print_table` / :func:`print_fields` print rich tables when stdout is a terminal and
+  plain, aligned, unwrapped text otherwise (pipes, files, tests).
+- ``parse_*`` read option values and exit with ``error: <option>: <reason>`` (code 2) when
+  they are invalid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from duetime._types import Attempt, Occurrence, RetryPolicy, Run, Schedule, ScheduleKind
+from duetime.cli._common import fail
+
+E = TypeVar("E", bound=enum.Enum)
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def format_instant(value: datetime) -> str:
+    """ISO 8601 in UTC with ``Z``: ``2026-03-08T07:00:00Z`` (``.ffffff`` only when nonzero)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value!r}: duetime instants are always aware")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def schedule_jsonable(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "kind": schedule.kind.value,
+        "cron": schedule.cron,
+        "tz": schedule.tz,
+        "at": None if schedule.at is None else format_instant(schedule.at),
+        "every_seconds": None if schedule.every is None else schedule.every.total_seconds(),
+        "anchor": None if schedule.anchor is None else format_instant(schedule.anchor),
+    }
+
+
+def occurrence_jsonable(occurrence: Occurrence) -> dict[str, Any]:
+    """``utc`` (``…Z``), ``local`` (ISO 8601 with the zone's offset) and ``dst_note``."""
+    return {
+        "utc": format_instant(occurrence.instant),
+        "local": occurrence.local.isoformat(),
+        "dst_note": occurrence.dst_note,
+    }
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON data for duetime's values.
+
+    Dataclasses become dicts of their fields; datetimes ISO 8601 UTC with ``Z``; timedeltas
+    seconds (float); UUIDs strings; enums their value; tuples, lists and sets lists. A
+    ``Schedule`` is flattened to ``kind/cron/tz/at/every_seconds/anchor``; an ``Occurrence``
+    is ``utc/local/dst_note``; an ``Attempt`` also gets ``duration_seconds`` (None if it never
+    started). A ``Page`` is ``{"items": [...], "next_cursor": ...}``.
+    """
+    if isinstance(obj, enum.Enum):
+        return to_jsonable(obj.value)
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, datetime):
+        return format_instant(obj)
+    if isinstance(obj, timedelta):
+        return obj.total_seconds()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    if isinstance(obj, Schedule):
+        return schedule_jsonable(obj)
+    if isinstance(obj, Occurrence):
+        return occurrence_jsonable(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        data = {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if isinstance(obj, Attempt):
+            duration = obj.duration
+            data["duration_seconds"] = None if duration is None else duration.total_seconds()
+        return data
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in obj]
+    raise TypeError(f"cannot turn {type(obj).__name__} into JSON")
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def show_instant(value: datetime | None) -> str:
+    """An instant for tables: UTC to the second, e.g. ``2026-03-08T07:00:00Z``."""
+    if value is None:
+        return "-"
+    return format_instant(value.replace(microsecond=0))
+
+
+def show_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.3f}s".replace(".000s", "s")
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def show_duration(value: timedelta | None) -> str:
+    return "-" if value is None else show_seconds(value.total_seconds())
+
+
+def describe_schedule(schedule: Schedule) -> str:
+    kind = schedule.kind
+    if kind is ScheduleKind.CRON:
+        return f"cron {schedule.cron} ({schedule.tz})"
+    if kind is ScheduleKind.EVERY:
+        every = "?" if schedule.every is None else show_duration(schedule.every)
+        return f"every {every}"
+    if kind is ScheduleKind.AT:
+        return f"at {show_instant(schedule.at)}"
+    return "now"
+
+
+def describe_retry(retry: RetryPolicy) -> str:
+    return (f"{retry.max_attempts} attempts, backoff {retry.backoff_base:g}s x"
+            f"{retry.backoff_factor:g} up to {retry.backoff_cap:g}s")
+
+
+def describe_error(error_class: str | None, message: str | None) -> str:
+    if error_class is None and message is None:
+        return "-"
+    if error_class and message:
+        return f"{error_class}: {message}"
+    return error_class or message or "-"
+
+
+def describe_run_error(run: Run) -> str:
+    return describe_error(run.last_error_class, run.last_error_message)
+
+
+def compact_json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    return value if isinstance(value, str) else str(value)
+
+
+def _single_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def print_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+    empty: str = "nothing to show",
+) -> None:
+    """Rows under column headers; ``empty`` goes to stderr when there are no rows."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    if not cells:
+        typer.echo(empty, err=True)
+        return
+    console = _console()
+    if console.is_terminal:
+        table = Table(title=title, title_justify="left", header_style="bold")
+        for column in columns:
+            table.add_column(column)
+        for row in cells:
+            table.add_row(*(Text(v) for v in row))
+        console.print(table)
+        return
+    plain = [[_single_line(v) for v in row] for row in cells]
+    headers = [c.upper() for c in columns]
+    widths = [max(len(headers[i]), *(len(r[i]) for r in plain)) for i in range(len(headers))]
+    if title:
+        typer.echo(f"{title}:")
+    for row in [headers, *plain]:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def print_fields(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
+    """``key  value`` lines (a two-column table in a terminal)."""
+    console = _console()
+    if console.is_terminal:
+        table = Table(title=title, title_justify="left", show_header=False, box=None)
+        table.add_column(style="bold")
+        table.add_column()
+        for key, value in pairs:
+            table.add_row(key, Text(_cell(value)))
+        console.print(table)
+        return
+    if title:
+        typer.echo(f"{title}:")
+    width = max(len(key) for key, _ in pairs)
+    for key, value in pairs:
+        typer.echo(f"{key.ljust(width)}  {_single_line(_cell(value))}")
+
+
+def clip(text: str, width: int = 60) -> str:
+    text = _single_line(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# --- parsing option values ------------------------------------------------------------------
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+_SHORT_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[wdhms])+", re.IGNORECASE)
+_SHORT_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhms])", re.IGNORECASE)
+_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """``PT3H``, ``P1DT2H30M``, ``P2W``, ``90s``, ``1h30m`` …; None if ``text`` is none of them."""
+    text = text.strip()
+    iso = _ISO_DURATION.fullmatch(text)
+    if iso and any(iso.groupdict().values()) and not text.upper().endswith("T"):
+        return timedelta(seconds=sum(float(v) * _UNIT_SECONDS[k.lower()]
+                                     for k, v in iso.groupdict().items() if v))
+    if _SHORT_DURATION.fullmatch(text):
+        return timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u.lower()]
+                                     for n, u in _SHORT_PART.findall(text)))
+    return None
+
+
+def parse_instant(text: str, option: str) -> datetime:
+    """An ISO 8601 instant with an offset or ``Z``; exits with an error naming ``option``."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        fail(f"{option}: {text!r} is not an ISO 8601 instant (e.g. 2026-12-01T10:00:00Z)")
+    if value.tzinfo is None or value.utcoffset() is None:
+        fail(f"{option}: {text!r} needs a time zone offset or Z (e.g. 2026-12-01T10:00:00Z)")
+    return value
+
+
+def parse_when(text: str, option: str) -> datetime | timedelta:
+    """An ISO 8601 instant with an offset, or a delay from now (``PT3H``, ``90s``)."""
+    delay = parse_duration(text)
+    if delay is not None:
+        return delay
+    try:
+        datetime.fromisoformat(text.strip())
+    except ValueError:
+        fail(f"{option}: {text!r} is neither an ISO 8601 instant (2026-12-01T10:00:00Z) nor a "
+             "duration (PT3H, 90s, 1h30m)")
+    return parse_instant(text, option)
+
+
+def parse_json_option(text: str | None, option: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        fail(f"{option}: is not valid JSON ({exc})")
+
+
+def parse_choice(value: str | None, kind: type[E], option: str) -> E | None:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(v.value) for v in kind)
+        fail(f"{option}: {value!r} is not one of: {allowed}")
+
+
+def check_limit(limit: int, option: str = "--limit", maximum: int = 1000) -> None:
+    if not 1 <= limit <= maximum:
+        fail(f"{option}: must be 1-{maximum}, got {limit}")
