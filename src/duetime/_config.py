@@ -49,8 +49,13 @@ class Settings:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
-        for name in ("scheduler_batch", "worker_concurrency", "worker_batch", "max_attempts",
-                     "payload_limit"):
+        for name in (
+            "scheduler_batch",
+            "worker_concurrency",
+            "worker_batch",
+            "max_attempts",
+            "payload_limit",
+        ):
             if not getattr(self, name) >= 1:
                 raise ValidationError(name, f"must be >= 1, got {getattr(self, name)!r}")
         if self.scheduler_horizon < 0 or self.misfire_grace < 0:

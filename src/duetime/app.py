@@ -149,8 +149,8 @@ class AsyncApp:
     def task(self, name: str) -> Callable[[F], F]:
         """Register a function (async or sync) as the task ``name``::
 
-            @app.task("billing.settle")
-            async def settle(ctx, payload): ...
+        @app.task("billing.settle")
+        async def settle(ctx, payload): ...
         """
 
         def register(func: F) -> F:
@@ -194,22 +194,46 @@ class AsyncApp:
         its next occurrence (runs not yet started are skipped). Raises ValidationError.
         """
         spec = JobSpec(
-            name=name, task=task, cron=cron, at=at, every=every, now=now, tz=tz, anchor=anchor,
-            payload=payload, retry=retry, priority=priority, timeout=timeout, misfire=misfire,
-            misfire_grace=misfire_grace, overlap=overlap, delivery=delivery, queue=queue,
-            tags=tuple(tags), metadata=dict(metadata or {}),
+            name=name,
+            task=task,
+            cron=cron,
+            at=at,
+            every=every,
+            now=now,
+            tz=tz,
+            anchor=anchor,
+            payload=payload,
+            retry=retry,
+            priority=priority,
+            timeout=timeout,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            overlap=overlap,
+            delivery=delivery,
+            queue=queue,
+            tags=tuple(tags),
+            metadata=dict(metadata or {}),
         )
-        return await self.schedule_spec(spec, allow_unregistered=allow_unregistered,
-                                        create_only=create_only)
+        return await self.schedule_spec(
+            spec, allow_unregistered=allow_unregistered, create_only=create_only
+        )
 
     async def schedule_spec(
         self, spec: JobSpec, *, allow_unregistered: bool = False, create_only: bool = False
     ) -> Job:
-        params = build_upsert(spec, tenant=self.tenant, settings=self.settings,
-                              now=self.clock.now(), create_only=create_only)
+        params = build_upsert(
+            spec,
+            tenant=self.tenant,
+            settings=self.settings,
+            now=self.clock.now(),
+            create_only=create_only,
+        )
         if params.delivery is DeliveryMode.EXACTLY_ONCE and self.store.dialect == "sqlite":
-            raise ValidationError("delivery", "exactly_once needs PostgreSQL; SQLite cannot "
-                                  "commit a handler's writes with the run's completion")
+            raise ValidationError(
+                "delivery",
+                "exactly_once needs PostgreSQL; SQLite cannot "
+                "commit a handler's writes with the run's completion",
+            )
         await self._check_task(spec.task, allow_unregistered)
         job, _ = await self.store.job_upsert(params)
         return job
@@ -221,8 +245,9 @@ class AsyncApp:
             return
         if task not in await self.store.tasks_known([task]):
             raise ValidationError(
-                "task", f"unknown task {task!r}: no worker has registered it (start a worker "
-                "that serves it first, or pass allow_unregistered=True)"
+                "task",
+                f"unknown task {task!r}: no worker has registered it (start a worker "
+                "that serves it first, or pass allow_unregistered=True)",
             )
 
     async def get(self, job: str | uuid.UUID) -> Job:
@@ -239,10 +264,16 @@ class AsyncApp:
     ) -> Page[Job]:
         if not 1 <= limit <= 1000:
             raise ValidationError("limit", "must be 1-1000")
-        return await self.store.job_list(JobListParams(
-            tenant=self.tenant, status=None if status is None else JobStatus(status),
-            name_prefix=name_prefix, tag=tag, limit=limit, after_name=cursor,
-        ))
+        return await self.store.job_list(
+            JobListParams(
+                tenant=self.tenant,
+                status=None if status is None else JobStatus(status),
+                name_prefix=name_prefix,
+                tag=tag,
+                limit=limit,
+                after_name=cursor,
+            )
+        )
 
     async def pause(self, job: str | uuid.UUID) -> Job:
         return await self._set_status(job, JobStatus.PAUSED)
@@ -293,10 +324,15 @@ class AsyncApp:
             encoded = _json.encode_payload(payload, limit=self.settings.payload_limit)
         if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
             raise ValidationError("idempotency_key", "must be 1-200 characters")
-        run, _ = await self.store.run_trigger(RunTriggerParams(
-            job=_ref(self.tenant, job), payload=encoded, priority=priority,
-            idempotency_key=idempotency_key, request_hash=request_hash(payload, priority),
-        ))
+        run, _ = await self.store.run_trigger(
+            RunTriggerParams(
+                job=_ref(self.tenant, job),
+                payload=encoded,
+                priority=priority,
+                idempotency_key=idempotency_key,
+                request_hash=request_hash(payload, priority),
+            )
+        )
         return run
 
     async def runs(
@@ -316,10 +352,15 @@ class AsyncApp:
                 before = (EPOCH + timedelta(microseconds=int(micros)), uuid.UUID(run_id))
             except ValueError:
                 raise ValidationError("cursor", "is not a cursor this API returned") from None
-        return await self.store.runs_list(RunListParams(
-            tenant=self.tenant, job_id=job_id, state=None if state is None else RunState(state),
-            limit=limit, before=before,
-        ))
+        return await self.store.runs_list(
+            RunListParams(
+                tenant=self.tenant,
+                job_id=job_id,
+                state=None if state is None else RunState(state),
+                limit=limit,
+                before=before,
+            )
+        )
 
     async def run(self, run_id: str | uuid.UUID) -> Run:
         return await self.store.run_get(self.tenant, _run_id(run_id))
@@ -343,10 +384,14 @@ class AsyncApp:
         """Put dead runs back in the queue with a fresh attempt budget: the given ``runs``, or
         every dead run (of ``job``, if given), up to ``limit``. Returns the replayed ids."""
         job_id = None if job is None else (await self.get(job)).id
-        return await self.store.runs_replay(RunReplayParams(
-            tenant=self.tenant, run_ids=None if runs is None else [_run_id(r) for r in runs],
-            job_id=job_id, limit=limit,
-        ))
+        return await self.store.runs_replay(
+            RunReplayParams(
+                tenant=self.tenant,
+                run_ids=None if runs is None else [_run_id(r) for r in runs],
+                job_id=job_id,
+                limit=limit,
+            )
+        )
 
     async def cancel_run(self, run_id: str | uuid.UUID) -> Run:
         return await self.store.run_cancel(RunCancelParams(self.tenant, _run_id(run_id)))
@@ -357,8 +402,9 @@ class AsyncApp:
         self, cron: str, *, tz: str = "UTC", after: datetime | None = None, count: int = 10
     ) -> list[Occurrence]:
         """The next ``count`` fire instants of a cron expression strictly after ``after``."""
-        return preview(Schedule(ScheduleKind.CRON, cron=cron, tz=tz), after or self.clock.now(),
-                       count)
+        return preview(
+            Schedule(ScheduleKind.CRON, cron=cron, tz=tz), after or self.clock.now(), count
+        )
 
     # --- running the loops ----------------------------------------------------------------
 
@@ -369,8 +415,15 @@ class AsyncApp:
         on_start: StartListener | None = None,
         on_complete: CompletionListener | None = None,
     ) -> Worker:
-        return Worker(self.store, self.registry, self.settings, tasks=tasks, clock=self.clock,
-                      on_start=on_start, on_complete=on_complete)
+        return Worker(
+            self.store,
+            self.registry,
+            self.settings,
+            tasks=tasks,
+            clock=self.clock,
+            on_start=on_start,
+            on_complete=on_complete,
+        )
 
     def materializer(self, partitions: tuple[int, int] | None = None) -> Materializer:
         return Materializer(self.store, self.settings, partitions=partitions)
@@ -402,8 +455,9 @@ class _Portal:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="duetime-app",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="duetime-app", daemon=True
+        )
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -420,9 +474,15 @@ class App:
     The store is opened on first use; call :meth:`close` (or use ``with App(...)``) when done.
     """
 
-    def __init__(self, url: str | None = None, *, tenant: str = "default",
-                 settings: Settings | None = None, clock: Clock | None = None,
-                 migrate: bool | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        migrate: bool | None = None,
+    ) -> None:
         self.aio = AsyncApp(url, tenant=tenant, settings=settings, clock=clock, migrate=migrate)
         self._portal: _Portal | None = None
         self._lock = threading.Lock()
@@ -503,7 +563,9 @@ class App:
     def dead_letters(self, **kwargs: Any) -> Page[Run]:
         return self._call(lambda: self.aio.dead_letters(**kwargs))
 
-    def replay(self, runs: Sequence[str | uuid.UUID] | None = None, **kwargs: Any) -> list[uuid.UUID]:
+    def replay(
+        self, runs: Sequence[str | uuid.UUID] | None = None, **kwargs: Any
+    ) -> list[uuid.UUID]:
         return self._call(lambda: self.aio.replay(runs, **kwargs))
 
     def cancel_run(self, run_id: str | uuid.UUID) -> Run:

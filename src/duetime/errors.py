@@ -36,11 +36,11 @@ class UnsupportedFeature(DuetimeError):
     """The chosen store cannot provide what was asked (e.g. exactly-once on SQLite)."""
 
 
-class Permanent(Exception):  # noqa: N818 - the name users raise reads best without "Error"
+class Permanent(Exception):
     """Raise from a task to fail its run at once, with no further retries (it goes dead)."""
 
 
-class RetryLater(Exception):  # noqa: N818
+class RetryLater(Exception):
     """Raise from a task to ask for a retry after ``delay`` seconds (counts as an attempt)."""
 
     def __init__(self, message: str = "", *, delay: float | None = None) -> None:

@@ -68,13 +68,16 @@ def _enum(kind: type[Any], value: Any, field_name: str) -> Any:
 
 
 def _schedule(spec: JobSpec, now: datetime) -> Schedule:
-    given = [k for k, v in (("cron", spec.cron), ("at", spec.at), ("every", spec.every))
-             if v is not None]
+    given = [
+        k for k, v in (("cron", spec.cron), ("at", spec.at), ("every", spec.every)) if v is not None
+    ]
     if spec.now:
         given.append("now")
     if len(given) != 1:
         what = "none" if not given else " and ".join(given)
-        raise ValidationError("schedule", f"give exactly one of cron, at, every or now (got {what})")
+        raise ValidationError(
+            "schedule", f"give exactly one of cron, at, every or now (got {what})"
+        )
     kind = given[0]
     if kind == "now":
         return Schedule(ScheduleKind.NOW, at=now)
@@ -114,8 +117,10 @@ def equivalent_schedules(requested: Schedule) -> Any:
 
 def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
     policy = retry or RetryPolicy(
-        max_attempts=settings.max_attempts, backoff_base=settings.backoff_base,
-        backoff_factor=settings.backoff_factor, backoff_cap=settings.backoff_cap,
+        max_attempts=settings.max_attempts,
+        backoff_base=settings.backoff_base,
+        backoff_factor=settings.backoff_factor,
+        backoff_cap=settings.backoff_cap,
     )
     if not isinstance(policy, RetryPolicy):
         raise ValidationError("retry", "must be a duetime.Retry(...)")
@@ -136,7 +141,9 @@ def build_upsert(
         raise ValidationError("name", "must contain only printable characters")
     if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
         raise ValidationError("priority", "must be an integer")
-    if spec.timeout is not None and not (isinstance(spec.timeout, int | float) and spec.timeout > 0):
+    if spec.timeout is not None and not (
+        isinstance(spec.timeout, int | float) and spec.timeout > 0
+    ):
         raise ValidationError("timeout", "must be a positive number of seconds")
     grace = settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace
     if not isinstance(grace, int | float) or grace < 0:
@@ -182,4 +189,6 @@ def build_upsert(
 
 def request_hash(payload: Any, priority: int | None) -> str:
     """Fingerprint of a trigger request: the same idempotency key must carry the same request."""
-    return hashlib.sha256(_json.dumps({"payload": payload, "priority": priority}).encode()).hexdigest()
+    return hashlib.sha256(
+        _json.dumps({"payload": payload, "priority": priority}).encode()
+    ).hexdigest()

@@ -4,6 +4,7 @@ sharing one database, each logging to its own file under the test's tmp_path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,8 +50,9 @@ class Cluster:
         if role == "worker" and self.app_module:
             command += ["--app", self.app_module]
         log = open(self.workdir / f"{role}-{len(self.procs)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(command, env=self._env(), cwd=self.workdir, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command, env=self._env(), cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs.append(proc)
         return proc
 
@@ -61,7 +63,7 @@ class Cluster:
     def stop_all(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
-                with _suppress():
+                with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 15
@@ -77,14 +79,6 @@ class Cluster:
             f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
             for p in sorted(self.workdir.glob("*.log"))
         )
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
 
 
 async def eventually(

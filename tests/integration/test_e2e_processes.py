@@ -60,8 +60,7 @@ def cluster(db_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
     (tmp_path / "e2e_tasks.py").write_text(TASKS_MODULE)
     log = tmp_path / "executions.log"
     log.touch()
-    c = Cluster(url=db_url, workdir=tmp_path, app_module="e2e_tasks:app",
-                env={"E2E_LOG": str(log)})
+    c = Cluster(url=db_url, workdir=tmp_path, app_module="e2e_tasks:app", env={"E2E_LOG": str(log)})
     try:
         yield c  # type: ignore[misc]
     finally:
@@ -77,8 +76,7 @@ def executions(cluster: Cluster) -> list[tuple[str, int, int]]:
 async def test_every_second_cron_runs_exactly_once_per_second(
     app: AsyncApp, cluster: Cluster, schedulers: int, workers: int
 ) -> None:
-    job = await app.schedule("tick", task="e2e.record", cron="* * * * * *",
-                             allow_unregistered=True)
+    job = await app.schedule("tick", task="e2e.record", cron="* * * * * *", allow_unregistered=True)
     for _ in range(schedulers):
         cluster.start("scheduler")
     for _ in range(workers):
@@ -116,8 +114,13 @@ async def _running(app: AsyncApp, run_id: object) -> object | None:
 async def test_sigkilled_worker_run_is_reexecuted_after_lease_expiry(
     app: AsyncApp, cluster: Cluster
 ) -> None:
-    await app.schedule("slow", task="e2e.slow_first", at=timedelta(days=1),
-                       payload={"seconds": 120}, allow_unregistered=True)
+    await app.schedule(
+        "slow",
+        task="e2e.slow_first",
+        at=timedelta(days=1),
+        payload={"seconds": 120},
+        allow_unregistered=True,
+    )
     cluster.start("scheduler")
     first_worker = cluster.start("worker")
     run = await app.trigger("slow")
@@ -144,8 +147,13 @@ async def test_sigkilled_worker_run_is_reexecuted_after_lease_expiry(
 async def test_stale_worker_late_completion_changes_nothing(
     app: AsyncApp, cluster: Cluster
 ) -> None:
-    await app.schedule("slow", task="e2e.slow_first", at=timedelta(days=1),
-                       payload={"seconds": 2}, allow_unregistered=True)
+    await app.schedule(
+        "slow",
+        task="e2e.slow_first",
+        at=timedelta(days=1),
+        payload={"seconds": 2},
+        allow_unregistered=True,
+    )
     cluster.start("scheduler")
     stale_worker = cluster.start("worker")
     run = await app.trigger("slow")
@@ -180,8 +188,9 @@ async def test_stale_worker_late_completion_changes_nothing(
 
 async def test_retries_follow_backoff_then_succeed(app: AsyncApp, cluster: Cluster) -> None:
     policy = Retry(max_attempts=3, backoff_base=1.0, backoff_factor=2.0, backoff_cap=60)
-    job = await app.schedule("flaky", task="duetime.fail", now=True, payload={"times": 2},
-                             retry=policy)
+    job = await app.schedule(
+        "flaky", task="duetime.fail", now=True, payload={"times": 2}, retry=policy
+    )
     cluster.start("scheduler")
     cluster.start("worker")
 
@@ -195,12 +204,16 @@ async def test_retries_follow_backoff_then_succeed(app: AsyncApp, cluster: Clust
         raise AssertionError(cluster.logs()) from None
     attempts = await app.attempts(run.id)  # type: ignore[attr-defined]
     assert [a.outcome for a in attempts] == [
-        AttemptOutcome.FAILED, AttemptOutcome.FAILED, AttemptOutcome.SUCCEEDED,
+        AttemptOutcome.FAILED,
+        AttemptOutcome.FAILED,
+        AttemptOutcome.SUCCEEDED,
     ]
     assert [a.number for a in attempts] == [1, 2, 3]
     assert attempts[0].error_class == "duetime.targets.python.DemoFailure"
-    for previous, following, ceiling in ((attempts[0], attempts[1], 1.0),
-                                         (attempts[1], attempts[2], 2.0)):
+    for previous, following, ceiling in (
+        (attempts[0], attempts[1], 1.0),
+        (attempts[1], attempts[2], 2.0),
+    ):
         assert following.started_at is not None
         gap = (following.started_at - previous.finished_at).total_seconds()
         # full jitter: uniform(0, ceiling); the small slack covers write batching and polling
@@ -209,8 +222,13 @@ async def test_retries_follow_backoff_then_succeed(app: AsyncApp, cluster: Clust
 
 
 async def test_dead_letter_queue_fills_and_replays(app: AsyncApp, cluster: Cluster) -> None:
-    job = await app.schedule("doomed", task="duetime.fail", now=True, payload={"always": True},
-                             retry=Retry(max_attempts=2, backoff_base=0.1, backoff_cap=0.2))
+    job = await app.schedule(
+        "doomed",
+        task="duetime.fail",
+        now=True,
+        payload={"always": True},
+        retry=Retry(max_attempts=2, backoff_base=0.1, backoff_cap=0.2),
+    )
     cluster.start("scheduler")
     cluster.start("worker")
 

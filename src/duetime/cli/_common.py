@@ -19,11 +19,16 @@ T = TypeVar("T")
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", envvar="DUETIME_DATABASE_URL", show_envvar=True,
-                 help="SQLite path or postgresql:// URL [default: ./duetime.db]"),
+    typer.Option(
+        "--db",
+        envvar="DUETIME_DATABASE_URL",
+        show_envvar=True,
+        help="SQLite path or postgresql:// URL [default: ./duetime.db]",
+    ),
 ]
-TenantOption = Annotated[str, typer.Option("--tenant", envvar="DUETIME_TENANT",
-                                           help="Tenant the command acts on.")]
+TenantOption = Annotated[
+    str, typer.Option("--tenant", envvar="DUETIME_TENANT", help="Tenant the command acts on.")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -50,8 +55,11 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def with_app(
-    db: str | None, tenant: str, body: Callable[[AsyncApp], Coroutine[Any, Any, T]],
-    *, migrate: bool | None = None,
+    db: str | None,
+    tenant: str,
+    body: Callable[[AsyncApp], Coroutine[Any, Any, T]],
+    *,
+    migrate: bool | None = None,
 ) -> T:
     async def go() -> T:
         async with AsyncApp(settings=settings_for(db), tenant=tenant, migrate=migrate) as app:

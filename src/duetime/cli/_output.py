@@ -132,8 +132,10 @@ def describe_schedule(schedule: Schedule) -> str:
 
 
 def describe_retry(retry: RetryPolicy) -> str:
-    return (f"{retry.max_attempts} attempts, backoff {retry.backoff_base:g}s x"
-            f"{retry.backoff_factor:g} up to {retry.backoff_cap:g}s")
+    return (
+        f"{retry.max_attempts} attempts, backoff {retry.backoff_base:g}s x"
+        f"{retry.backoff_factor:g} up to {retry.backoff_cap:g}s"
+    )
 
 
 def describe_error(error_class: str | None, message: str | None) -> str:
@@ -167,7 +169,10 @@ def _console() -> Console:
 
 
 def print_table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
     empty: str = "nothing to show",
 ) -> None:
     """Rows under column headers; ``empty`` goes to stderr when there are no rows."""
@@ -185,7 +190,7 @@ def print_table(
         console.print(table)
         return
     plain = [[_single_line(v) for v in row] for row in cells]
-    headers = [c.upper() for c in columns]
+    headers = list(columns)
     widths = [max(len(headers[i]), *(len(r[i]) for r in plain)) for i in range(len(headers))]
     if title:
         typer.echo(f"{title}:")
@@ -233,11 +238,15 @@ def parse_duration(text: str) -> timedelta | None:
     text = text.strip()
     iso = _ISO_DURATION.fullmatch(text)
     if iso and any(iso.groupdict().values()) and not text.upper().endswith("T"):
-        return timedelta(seconds=sum(float(v) * _UNIT_SECONDS[k.lower()]
-                                     for k, v in iso.groupdict().items() if v))
+        return timedelta(
+            seconds=sum(
+                float(v) * _UNIT_SECONDS[k.lower()] for k, v in iso.groupdict().items() if v
+            )
+        )
     if _SHORT_DURATION.fullmatch(text):
-        return timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u.lower()]
-                                     for n, u in _SHORT_PART.findall(text)))
+        return timedelta(
+            seconds=sum(float(n) * _UNIT_SECONDS[u.lower()] for n, u in _SHORT_PART.findall(text))
+        )
     return None
 
 
@@ -260,8 +269,10 @@ def parse_when(text: str, option: str) -> datetime | timedelta:
     try:
         datetime.fromisoformat(text.strip())
     except ValueError:
-        fail(f"{option}: {text!r} is neither an ISO 8601 instant (2026-12-01T10:00:00Z) nor a "
-             "duration (PT3H, 90s, 1h30m)")
+        fail(
+            f"{option}: {text!r} is neither an ISO 8601 instant (2026-12-01T10:00:00Z) nor a "
+            "duration (PT3H, 90s, 1h30m)"
+        )
     return parse_instant(text, option)
 
 

@@ -28,17 +28,31 @@ from duetime.store.base import ClaimedRun, RunCompletion
 
 log = logging.getLogger("duetime")
 
-LogLevel = Annotated[str, typer.Option("--log-level", envvar="DUETIME_LOG_LEVEL",
-                                       help="debug, info, warning or error.")]
-AppOption = Annotated[str | None, typer.Option(
-    "--app", help="Import user tasks from module:app (a duetime App or AsyncApp).")]
+LogLevel = Annotated[
+    str,
+    typer.Option("--log-level", envvar="DUETIME_LOG_LEVEL", help="debug, info, warning or error."),
+]
+AppOption = Annotated[
+    str | None,
+    typer.Option("--app", help="Import user tasks from module:app (a duetime App or AsyncApp)."),
+]
 
 
 def _logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+
+
+def _exit_abandoning_threads(code: int = 0) -> None:
+    """Exit once shutdown is done without joining task threads still running (a sync task
+    past its timeout cannot be interrupted; its run was already handed back or timed out)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _install_signals(stop: asyncio.Event) -> None:
@@ -48,8 +62,10 @@ def _install_signals(stop: asyncio.Event) -> None:
         if stop.is_set():
             log.warning("second signal: exiting now")
             os._exit(1)
-        log.info("signal %s: shutting down gracefully (again to exit at once)",
-                 signal.Signals(signum).name)
+        log.info(
+            "signal %s: shutting down gracefully (again to exit at once)",
+            signal.Signals(signum).name,
+        )
         stop.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -79,8 +95,9 @@ def migrate(db: DbOption = None) -> None:
 @cli.command()
 def scheduler(
     db: DbOption = None,
-    partitions: Annotated[str | None, typer.Option(
-        help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127.")] = None,
+    partitions: Annotated[
+        str | None, typer.Option(help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127.")
+    ] = None,
     log_level: LogLevel = "info",
 ) -> None:
     """Run a scheduler: materialize due runs (and reap expired leases)."""
@@ -115,8 +132,12 @@ def worker(
     db: DbOption = None,
     app: AppOption = None,
     concurrency: Annotated[int | None, typer.Option(help="Runs executed at once.")] = None,
-    task: Annotated[list[str] | None, typer.Option(
-        "--task", help="Serve only this task (repeatable); default: every registered task.")] = None,
+    task: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task", help="Serve only this task (repeatable); default: every registered task."
+        ),
+    ] = None,
     log_level: LogLevel = "info",
 ) -> None:
     """Run a worker: claim due runs of the tasks it knows and execute them."""
@@ -139,40 +160,49 @@ def worker(
         run_async(go)
     except ValueError as exc:
         fail(str(exc))
+    _exit_abandoning_threads()
 
 
 @cli.command()
 def up(
     db: DbOption = None,
     app: AppOption = None,
-    demo: Annotated[bool, typer.Option(help="Register demo jobs and print runs as they happen.")]
-    = False,
+    demo: Annotated[
+        bool, typer.Option(help="Register demo jobs and print runs as they happen.")
+    ] = False,
     log_level: LogLevel = "warning",
 ) -> None:
     """Everything in one process on SQLite: migrate, scheduler, worker (and the API once it
     exists). With --demo, register a few demo jobs and watch them run."""
     _logging(log_level)
     settings = settings_for(db)
+    where = (
+        "PostgreSQL"
+        if is_postgres_url(settings.database_url)
+        else f"SQLite file {os.path.abspath(settings.database_url)}"
+    )
 
     async def go() -> None:
         stop = asyncio.Event()
         _install_signals(stop)
         async_app = _app_for(settings.database_url, app, migrate=True)
         async with async_app:
-            where = "PostgreSQL" if is_postgres_url(settings.database_url) else \
-                f"SQLite file {os.path.abspath(settings.database_url)}"
             typer.echo(f"duetime up: scheduler + worker on {where}. Ctrl-C to stop.")
             if demo:
                 await _register_demo(async_app)
-            w = async_app.worker(on_start=_print_start if demo else None,
-                                 on_complete=_print_completion if demo else None)
-            await _gather(stop, async_app.materializer().run(stop), async_app.reaper().run(stop),
-                          w.run(stop))
+            w = async_app.worker(
+                on_start=_print_start if demo else None,
+                on_complete=_print_completion if demo else None,
+            )
+            await _gather(
+                stop, async_app.materializer().run(stop), async_app.reaper().run(stop), w.run(stop)
+            )
 
     try:
         run_async(go)
     except SchemaError as exc:
         fail(str(exc))
+    _exit_abandoning_threads()
 
 
 async def _gather(stop: asyncio.Event, *loops: object) -> None:
@@ -197,13 +227,24 @@ async def _register_demo(app: AsyncApp) -> None:
     await app.schedule("demo.every-2s", task="duetime.noop", every=2)
     await app.schedule("demo.one-shot", task="duetime.noop", at=timedelta(seconds=3))
     # One-shots one second out: declaring them again moves their instant, so they run again.
-    await app.schedule("demo.flaky", task="duetime.fail", at=timedelta(seconds=1),
-                       payload={"times": 2}, retry=DEMO_RETRY)
-    await app.schedule("demo.doomed", task="duetime.fail", at=timedelta(seconds=1),
-                       payload={"always": True},
-                       retry=Retry(max_attempts=2, backoff_base=0.5, backoff_cap=1.0))
-    typer.echo("demo jobs: demo.every-2s (every 2 s), demo.one-shot (in 3 s), demo.flaky "
-               "(fails twice, then succeeds), demo.doomed (always fails → dead-letter queue)")
+    await app.schedule(
+        "demo.flaky",
+        task="duetime.fail",
+        at=timedelta(seconds=1),
+        payload={"times": 2},
+        retry=DEMO_RETRY,
+    )
+    await app.schedule(
+        "demo.doomed",
+        task="duetime.fail",
+        at=timedelta(seconds=1),
+        payload={"always": True},
+        retry=Retry(max_attempts=2, backoff_base=0.5, backoff_cap=1.0),
+    )
+    typer.echo(
+        "demo jobs: demo.every-2s (every 2 s), demo.one-shot (in 3 s), demo.flaky "
+        "(fails twice, then succeeds), demo.doomed (always fails → dead-letter queue)"
+    )
 
 
 def _print_start(claimed: ClaimedRun) -> None:
@@ -222,5 +263,7 @@ def _print_completion(completion: RunCompletion, applied: bool) -> None:
     elif state is RunState.SCHEDULED and completion.reason is None:
         typer.echo(f"  ↻ run {short} failed ({completion.error_message}); retry scheduled")
     elif state is RunState.DEAD:
-        typer.echo(f"  ✗ run {short} is dead ({completion.reason}: {completion.error_message}) "
-                   "→ dead-letter queue (`duetime dlq list`)")
+        typer.echo(
+            f"  ✗ run {short} is dead ({completion.reason}: {completion.error_message}) "
+            "→ dead-letter queue (`duetime dlq list`)"
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from duetime._aio import wait_or_stop
 from duetime._config import Settings
 from duetime.store.base import LeasesReapParams, ReapResult, Store
 
@@ -40,7 +41,4 @@ class LeaseReaper:
                 await self.run_once()
             except Exception:
                 log.exception("lease reaper failed; retrying")
-            try:
-                await asyncio.wait_for(stop.wait(), self.settings.reaper_interval)
-            except TimeoutError:
-                pass
+            await wait_or_stop(stop, self.settings.reaper_interval)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from duetime._aio import wait_or_stop
 from duetime._config import Settings
 from duetime.scheduler.planner import plan_job
 from duetime.store.base import MaterializeResult, RunsMaterializeParams, Store
@@ -59,19 +60,18 @@ class Materializer:
                 result = await self.run_once()
                 failures = 0
                 if result.runs_created or result.skips:
-                    log.debug("materialized %d runs (%d skips) for %d jobs",
-                              result.runs_created, result.skips, result.jobs)
+                    log.debug(
+                        "materialized %d runs (%d skips) for %d jobs",
+                        result.runs_created,
+                        result.skips,
+                        result.jobs,
+                    )
                 delay = self.settings.scheduler_tick
             except Exception:
                 failures += 1
                 delay = min(30.0, self.settings.scheduler_tick * 2**failures)
-                log.exception("scheduler tick failed (%d in a row); retrying in %.1fs",
-                              failures, delay)
-            await _wait(stop, delay)
+                log.exception(
+                    "scheduler tick failed (%d in a row); retrying in %.1fs", failures, delay
+                )
+            await wait_or_stop(stop, delay)
 
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass

@@ -52,8 +52,14 @@ def plan_job(job: Job, now: datetime, until: datetime) -> JobPlan:
     if skipped > 0:
         assert first_missed is not None
         # the deque is full here: its oldest entry is the newest occurrence that does not run
-        skips.append(PlannedSkip(first=first_missed, last=recent_missed[0], count=skipped,
-                                 reason=f"misfire_{job.misfire_policy}"))
+        skips.append(
+            PlannedSkip(
+                first=first_missed,
+                last=recent_missed[0],
+                count=skipped,
+                reason=f"misfire_{job.misfire_policy}",
+            )
+        )
     runs = [PlannedRun(scheduled_for=t, available_at=t) for t in (*fired_missed, *due)]
     return JobPlan(runs=runs, skips=skips, next_fire_at=occurrence)
 
@@ -64,4 +70,3 @@ def _kept_missed(policy: MisfirePolicy) -> int:
     if policy is MisfirePolicy.FIRE_ONCE:
         return 1
     return MAX_BACKFILL
-

@@ -43,9 +43,7 @@ def load_migrations(dialect: str) -> list[Migration]:
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d{3})_(\w+)\.sql", entry.name)
         if match:
-            found.append(
-                Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8"))
-            )
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):

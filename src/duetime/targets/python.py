@@ -33,7 +33,8 @@ class TaskDef:
             raise ValidationError("task", f"name must be 1-200 printable characters: {name!r}")
         try:
             params = [
-                p for p in inspect.signature(func).parameters.values()
+                p
+                for p in inspect.signature(func).parameters.values()
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
             ]
         except (TypeError, ValueError):

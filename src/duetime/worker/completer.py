@@ -43,8 +43,7 @@ class Completer:
             if self._queue.empty():
                 getter = asyncio.ensure_future(self._queue.get())
                 stopper = asyncio.ensure_future(stop.wait())
-                done, _ = await asyncio.wait({getter, stopper},
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
                 stopper.cancel()
                 if getter not in done:
                     getter.cancel()
@@ -69,7 +68,11 @@ class Completer:
         self._pending -= len(batch)
         for completion, ok in zip(batch, applied, strict=True):
             if not ok:
-                log.warning("run %s: attempt %d was stale (token %d); its outcome was refused",
-                            completion.run_id, completion.attempt, completion.token)
+                log.warning(
+                    "run %s: attempt %d was stale (token %d); its outcome was refused",
+                    completion.run_id,
+                    completion.attempt,
+                    completion.token,
+                )
             if self.listener is not None:
                 self.listener(completion, ok)

@@ -29,7 +29,9 @@ def backoff_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None =
 
 def error_text(exc: BaseException, limit: int = 2000) -> tuple[str, str]:
     cls = type(exc)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    name = (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
     return name, str(exc)[:limit]
 
 
@@ -57,8 +59,9 @@ def after_failure(
         delay = max(0.0, exc.delay)
     else:
         delay = backoff_delay(policy, attempt, rng)
-    return Decision(outcome, RunState.SCHEDULED, now + timedelta(seconds=delay), None,
-                    error_class, message)
+    return Decision(
+        outcome, RunState.SCHEDULED, now + timedelta(seconds=delay), None, error_class, message
+    )
 
 
 def after_success() -> Decision:

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from duetime._aio import first_of
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
 from duetime._types import AttemptOutcome, DeliveryMode, RunState, RunTrigger, WorkerInfo
@@ -107,7 +108,9 @@ class Worker:
             asyncio.create_task(self._produce(stop), name="duetime-producer"),
             asyncio.create_task(self._heartbeat(stop), name="duetime-heartbeat"),
         ]
-        completer = asyncio.create_task(self.completer.run(completer_stop), name="duetime-completer")
+        completer = asyncio.create_task(
+            self.completer.run(completer_stop), name="duetime-completer"
+        )
         stopper = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait(
@@ -131,10 +134,17 @@ class Worker:
 
     async def _register(self) -> None:
         now = await self.store.db_now()
-        await self.store.worker_register(WorkerInfo(
-            id=self.id, host=socket.gethostname(), pid=os.getpid(), tasks=tuple(self.tasks),
-            queues=("default",), started_at=now, heartbeat_at=now,
-        ))
+        await self.store.worker_register(
+            WorkerInfo(
+                id=self.id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                tasks=tuple(self.tasks),
+                queues=("default",),
+                started_at=now,
+                heartbeat_at=now,
+            )
+        )
 
     async def _measure_clock_offset(self) -> None:
         """Offset of the database clock to ours, so runs fire at their instant by the DB clock."""
@@ -176,22 +186,27 @@ class Worker:
             free = self.settings.worker_concurrency - len(self._inflight)
             if free <= 0:
                 self._slot_freed.clear()
-                await _first(stop.wait(), self._slot_freed.wait())
+                await first_of(stop.wait(), self._slot_freed.wait())
                 continue
             limit = min(free, self.settings.worker_batch)
             try:
-                claimed = await self.store.runs_claim(RunsClaimParams(
-                    worker_id=self.id, tasks=self.tasks, limit=limit,
-                    lease_ttl=self.settings.lease_ttl, lookahead=self.settings.worker_lookahead,
-                ))
+                claimed = await self.store.runs_claim(
+                    RunsClaimParams(
+                        worker_id=self.id,
+                        tasks=self.tasks,
+                        limit=limit,
+                        lease_ttl=self.settings.lease_ttl,
+                        lookahead=self.settings.worker_lookahead,
+                    )
+                )
             except Exception:
                 log.exception("claiming runs failed; retrying")
                 claimed = []
-                await _first(stop.wait(), asyncio.sleep(self._poll_delay()))
+                await first_of(stop.wait(), asyncio.sleep(self._poll_delay()))
             for item in claimed:
                 self._spawn(item)
             if len(claimed) < limit:
-                await _first(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
+                await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
 
     def _poll_delay(self) -> float:
         base = min(self.settings.worker_poll_interval, self.settings.worker_lookahead)
@@ -226,8 +241,11 @@ class Worker:
         if delay > 0:
             await asyncio.sleep(delay)
         if not await self.store.run_start(RunStartParams(run_id=run.id, token=run.token)):
-            log.info("run %s of %s will not start: its job was paused, cancelled or changed",
-                     run.id, run.job_name)
+            log.info(
+                "run %s of %s will not start: its job was paused, cancelled or changed",
+                run.id,
+                run.job_name,
+            )
             return False
         item.started_at = self._db_now()
         return True
@@ -237,16 +255,26 @@ class Worker:
         run = claimed.run
         task = self.registry.get(run.task)
         ctx = RunContext(
-            run_id=run.id, job_id=run.job_id, job_name=run.job_name, tenant=run.tenant,
-            task=run.task, scheduled_for=run.scheduled_for, attempt=run.attempt,
-            max_attempts=run.max_attempts, token=run.token, worker_id=self.id,
+            run_id=run.id,
+            job_id=run.job_id,
+            job_name=run.job_name,
+            tenant=run.tenant,
+            task=run.task,
+            scheduled_for=run.scheduled_for,
+            attempt=run.attempt,
+            max_attempts=run.max_attempts,
+            token=run.token,
+            worker_id=self.id,
             payload=run.payload,
         )
         if self.on_start is not None:
             self.on_start(claimed)
         if task is None:  # pragma: no cover - claims only ask for registered tasks
-            return self._failed(item, LookupError(f"task {run.task!r} is not registered here"),
-                                AttemptOutcome.FAILED)
+            return self._failed(
+                item,
+                LookupError(f"task {run.task!r} is not registered here"),
+                AttemptOutcome.FAILED,
+            )
         try:
             if claimed.timeout is not None:
                 await asyncio.wait_for(invoke(task, ctx, self._executor), claimed.timeout)
@@ -263,41 +291,68 @@ class Worker:
     def _failed(self, item: _InFlight, exc: BaseException, outcome: AttemptOutcome) -> Decision:
         run = item.claimed.run
         return after_failure(
-            exc=exc, outcome=outcome, attempt=run.attempt, max_attempts=run.max_attempts,
-            policy=item.claimed.retry, delivery=item.claimed.delivery, now=self._db_now(),
+            exc=exc,
+            outcome=outcome,
+            attempt=run.attempt,
+            max_attempts=run.max_attempts,
+            policy=item.claimed.retry,
+            delivery=item.claimed.delivery,
+            now=self._db_now(),
             rng=self._rng,
         )
 
     def _interrupted(self, item: _InFlight) -> Decision:
         """The run's task was cancelled: its lease was lost, or the worker is shutting down."""
         if item.lease_lost:
-            return Decision(AttemptOutcome.CANCELLED, RunState.SCHEDULED, None, "lease_lost",
-                            None, "lease lost")
+            return Decision(
+                AttemptOutcome.CANCELLED, RunState.SCHEDULED, None, "lease_lost", None, "lease lost"
+            )
         started = item.started_at is not None
         if started and item.claimed.delivery is DeliveryMode.AT_MOST_ONCE:
-            return Decision(AttemptOutcome.CANCELLED, RunState.DEAD, None, "shutdown_interrupted",
-                            None, "worker shut down while the run was executing")
-        return Decision(AttemptOutcome.CANCELLED, RunState.SCHEDULED, self._db_now(),
-                        "handed_back", None, "worker shut down; run handed back")
+            return Decision(
+                AttemptOutcome.CANCELLED,
+                RunState.DEAD,
+                None,
+                "shutdown_interrupted",
+                None,
+                "worker shut down while the run was executing",
+            )
+        return Decision(
+            AttemptOutcome.CANCELLED,
+            RunState.SCHEDULED,
+            self._db_now(),
+            "handed_back",
+            None,
+            "worker shut down; run handed back",
+        )
 
     def _submit(self, item: _InFlight, decision: Decision) -> None:
         run = item.claimed.run
         claimed_at = run.claimed_at or self._db_now()
-        self.completer.submit(RunCompletion(
-            run_id=run.id, token=run.token, worker_id=self.id, attempt=run.attempt,
-            claimed_at=claimed_at, started_at=item.started_at, outcome=decision.outcome,
-            next_state=decision.next_state, available_at=decision.available_at,
-            reason=decision.reason, error_class=decision.error_class,
-            error_message=decision.error_message,
-            completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
-            refund_attempt=item.started_at is None,
-        ))
+        self.completer.submit(
+            RunCompletion(
+                run_id=run.id,
+                token=run.token,
+                worker_id=self.id,
+                attempt=run.attempt,
+                claimed_at=claimed_at,
+                started_at=item.started_at,
+                outcome=decision.outcome,
+                next_state=decision.next_state,
+                available_at=decision.available_at,
+                reason=decision.reason,
+                error_class=decision.error_class,
+                error_message=decision.error_message,
+                completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
+                refund_attempt=item.started_at is None,
+            )
+        )
 
     # --- heartbeat ------------------------------------------------------------------------
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await _first(stop.wait(), asyncio.sleep(self.settings.heartbeat_interval))
+            await first_of(stop.wait(), asyncio.sleep(self.settings.heartbeat_interval))
             if stop.is_set():
                 return
             try:
@@ -311,14 +366,20 @@ class Worker:
         items = [i for i in self._inflight.values() if not i.done]
         if not items:
             return
-        kept = await self.store.runs_heartbeat(RunsHeartbeatParams(
-            worker_id=self.id, runs=[(i.claimed.run.id, i.claimed.run.token) for i in items],
-            lease_ttl=self.settings.lease_ttl,
-        ))
+        kept = await self.store.runs_heartbeat(
+            RunsHeartbeatParams(
+                worker_id=self.id,
+                runs=[(i.claimed.run.id, i.claimed.run.token) for i in items],
+                lease_ttl=self.settings.lease_ttl,
+            )
+        )
         for item in items:
             if item.claimed.run.id not in kept and not item.done and item.task is not None:
-                log.warning("run %s: lease lost (token %d); stopping it here",
-                            item.claimed.run.id, item.claimed.run.token)
+                log.warning(
+                    "run %s: lease lost (token %d); stopping it here",
+                    item.claimed.run.id,
+                    item.claimed.run.token,
+                )
                 item.lease_lost = True
                 item.task.cancel()
 
@@ -326,12 +387,3 @@ class Worker:
     def in_flight(self) -> int:
         return len(self._inflight)
 
-
-async def _first(*aws: object) -> None:
-    """Wait until the first of several awaitables finishes; cancel the others."""
-    tasks = [asyncio.ensure_future(a) for a in aws]  # type: ignore[arg-type]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

@@ -107,7 +107,10 @@ class PostgresStore:
         if self._pool is not None:
             return
         pool = AsyncConnectionPool(
-            self.url, min_size=1, max_size=self._pool_size, open=False,
+            self.url,
+            min_size=1,
+            max_size=self._pool_size,
+            open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
             reconnect_timeout=60,
         )
@@ -284,8 +287,12 @@ class PostgresStore:
                 schedule, next_fire_at = params.schedule, params.next_fire_at
                 status = JobStatus.ACTIVE if old.status is JobStatus.COMPLETED else old.status
                 await self._exec(
-                    conn, "runs_end_pending", job_id=old.id, state=str(RunState.SKIPPED),
-                    reason="schedule_changed", now=now,
+                    conn,
+                    "runs_end_pending",
+                    job_id=old.id,
+                    state=str(RunState.SKIPPED),
+                    reason="schedule_changed",
+                    now=now,
                 )
             values = job_values(params, old.id, schedule, next_fire_at)
             row = await self._one(conn, "job_update", **values, status=str(status), now=now)
@@ -298,9 +305,13 @@ class PostgresStore:
     async def job_list(self, params: JobListParams) -> Page[Job]:
         async with self._read() as conn:
             rows = await self._all(
-                conn, "job_list", tenant=params.tenant,
+                conn,
+                "job_list",
+                tenant=params.tenant,
                 status=None if params.status is None else str(params.status),
-                name_prefix=params.name_prefix, tag=params.tag, after_name=params.after_name,
+                name_prefix=params.name_prefix,
+                tag=params.tag,
+                after_name=params.after_name,
                 limit=params.limit + 1,
             )
         jobs = [_rows.job_from_row(r, _C) for r in rows[: params.limit]]
@@ -315,17 +326,28 @@ class PostgresStore:
             if current.status is params.status:
                 return current
             if current.status not in allowed_from:
-                raise Conflict(f"job {current.name!r} is {current.status}; cannot become "
-                               f"{params.status}")
+                raise Conflict(
+                    f"job {current.name!r} is {current.status}; cannot become {params.status}"
+                )
             row = await self._one(
-                conn, "job_set_status", id=current.id, status=str(params.status),
+                conn,
+                "job_set_status",
+                id=current.id,
+                status=str(params.status),
                 next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
-                from_states=[str(s) for s in allowed_from], now=now,
+                from_states=[str(s) for s in allowed_from],
+                now=now,
             )
             if params.status in PENDING_END_STATE:
                 state, reason = PENDING_END_STATE[params.status]
-                await self._exec(conn, "runs_end_pending", job_id=current.id, state=str(state),
-                                 reason=reason, now=now)
+                await self._exec(
+                    conn,
+                    "runs_end_pending",
+                    job_id=current.id,
+                    state=str(state),
+                    reason=reason,
+                    now=now,
+                )
             return _rows.job_from_row(row, _C)
 
     async def job_delete(self, ref: JobRef) -> None:
@@ -340,8 +362,14 @@ class PostgresStore:
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
             until = now + timedelta(seconds=params.horizon)
-            rows = await self._all(conn, "jobs_due", until=until, limit=params.limit,
-                                   partition_low=low, partition_high=high)
+            rows = await self._all(
+                conn,
+                "jobs_due",
+                until=until,
+                limit=params.limit,
+                partition_low=low,
+                partition_high=high,
+            )
             jobs = [_rows.job_from_row(r, _C) for r in rows]
             run_rows: list[dict[str, Any]] = []
             skip_rows: list[dict[str, Any]] = []
@@ -350,26 +378,41 @@ class PostgresStore:
                 plan = params.planner(job, now, until)
                 run_rows.extend(planned_run_values(job, p) for p in plan.runs)
                 skip_rows.extend(
-                    {"job_id": job.id, "first_at": s.first, "last_at": s.last, "count": s.count,
-                     "reason": s.reason}
+                    {
+                        "job_id": job.id,
+                        "first_at": s.first,
+                        "last_at": s.last,
+                        "count": s.count,
+                        "reason": s.reason,
+                    }
                     for s in plan.skips
                 )
                 advances.append((job.id, plan.next_fire_at))
             created = 0
             if run_rows:
-                inserted = await self._all(conn, "runs_insert", **_columns(run_rows, _RUN_COLUMNS),
-                                           now=now)
+                inserted = await self._all(
+                    conn, "runs_insert", **_columns(run_rows, _RUN_COLUMNS), now=now
+                )
                 created = len(inserted)
                 if created:
                     await self._exec(conn, "notify_runs")
             if skip_rows:
-                await self._exec(conn, "skips_insert", now=now, **_columns(
-                    skip_rows, ["job_id", "first_at", "last_at", "count", "reason"]))
+                await self._exec(
+                    conn,
+                    "skips_insert",
+                    now=now,
+                    **_columns(skip_rows, ["job_id", "first_at", "last_at", "count", "reason"]),
+                )
             if advances:
-                await self._exec(conn, "jobs_advance", ids=[a[0] for a in advances],
-                                 next_fire_ats=[a[1] for a in advances])
-        return MaterializeResult(jobs=len(jobs), runs_created=created, skips=len(skip_rows),
-                                 now=now)
+                await self._exec(
+                    conn,
+                    "jobs_advance",
+                    ids=[a[0] for a in advances],
+                    next_fire_ats=[a[1] for a in advances],
+                )
+        return MaterializeResult(
+            jobs=len(jobs), runs_created=created, skips=len(skip_rows), now=now
+        )
 
     async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]:
         async with self._tx() as conn:
@@ -378,19 +421,20 @@ class PostgresStore:
             if job.status is JobStatus.CANCELLED:
                 raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
             values = trigger_run_values(job, params, now)
-            inserted = await self._all(conn, "runs_insert", **_columns([values], _RUN_COLUMNS),
-                                       now=now)
+            inserted = await self._all(
+                conn, "runs_insert", **_columns([values], _RUN_COLUMNS), now=now
+            )
             if inserted:
                 await self._exec(conn, "notify_runs")
                 return _rows.run_from_row(inserted[0], _C), True
-            row = await self._one(conn, "run_get_by_key", job_id=job.id,
-                                  idempotency_key=params.idempotency_key)
+            row = await self._one(
+                conn, "run_get_by_key", job_id=job.id, idempotency_key=params.idempotency_key
+            )
             if row is None:  # pragma: no cover - only a conflicting key reaches here
                 raise Conflict("run could not be created; try again")
             if row["request_hash"] != params.request_hash:
                 raise Conflict(
-                    f"idempotency key {params.idempotency_key!r} was used with a different "
-                    "request"
+                    f"idempotency key {params.idempotency_key!r} was used with a different request"
                 )
             return _rows.run_from_row(row, _C), False
 
@@ -401,8 +445,13 @@ class PostgresStore:
             return []
         async with self._read() as conn:
             rows = await self._all(
-                conn, "runs_claim", worker_id=params.worker_id, lease_ttl=params.lease_ttl,
-                lookahead=params.lookahead, tasks=list(params.tasks), limit=params.limit,
+                conn,
+                "runs_claim",
+                worker_id=params.worker_id,
+                lease_ttl=params.lease_ttl,
+                lookahead=params.lookahead,
+                tasks=list(params.tasks),
+                limit=params.limit,
                 now=self._fixed_now(params.now),
             )
         claimed = [_rows.claimed_from_row(r, _C) for r in rows]
@@ -411,8 +460,13 @@ class PostgresStore:
 
     async def run_start(self, params: RunStartParams) -> bool:
         async with self._read() as conn:
-            row = await self._one(conn, "run_start", id=params.run_id, token=params.token,
-                                  now=self._fixed_now(params.now))
+            row = await self._one(
+                conn,
+                "run_start",
+                id=params.run_id,
+                token=params.token,
+                now=self._fixed_now(params.now),
+            )
         return row is not None
 
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
@@ -420,8 +474,12 @@ class PostgresStore:
             return set()
         async with self._read() as conn:
             rows = await self._all(
-                conn, "runs_heartbeat", worker_id=params.worker_id, lease_ttl=params.lease_ttl,
-                ids=[r[0] for r in params.runs], tokens=[r[1] for r in params.runs],
+                conn,
+                "runs_heartbeat",
+                worker_id=params.worker_id,
+                lease_ttl=params.lease_ttl,
+                ids=[r[0] for r in params.runs],
+                tokens=[r[1] for r in params.runs],
                 now=self._fixed_now(params.now),
             )
         return {r["id"] for r in rows}
@@ -432,14 +490,20 @@ class PostgresStore:
         cs = params.completions
         async with self._read() as conn:
             rows = await self._all(
-                conn, "runs_complete", now=self._fixed_now(params.now),
-                run_id=[c.run_id for c in cs], token=[c.token for c in cs],
+                conn,
+                "runs_complete",
+                now=self._fixed_now(params.now),
+                run_id=[c.run_id for c in cs],
+                token=[c.token for c in cs],
                 next_state=[str(c.next_state) for c in cs],
-                available_at=[c.available_at for c in cs], reason=[c.reason for c in cs],
+                available_at=[c.available_at for c in cs],
+                reason=[c.reason for c in cs],
                 error_class=[c.error_class for c in cs],
                 error_message=[c.error_message for c in cs],
-                worker_id=[c.worker_id for c in cs], number=[c.attempt for c in cs],
-                claimed_at=[c.claimed_at for c in cs], started_at=[c.started_at for c in cs],
+                worker_id=[c.worker_id for c in cs],
+                number=[c.attempt for c in cs],
+                claimed_at=[c.claimed_at for c in cs],
+                started_at=[c.started_at for c in cs],
                 outcome=[str(c.outcome) for c in cs],
                 completes_job=[c.completes_job for c in cs],
                 refund_attempt=[c.refund_attempt for c in cs],
@@ -456,22 +520,34 @@ class PostgresStore:
             claimed = [_rows.claimed_from_row(r, _C) for r in rows]
             decisions = [_rows.lease_lost_decision(c.run, c.delivery) for c in claimed]
             await self._exec(
-                conn, "runs_reap", now=now, id=[c.run.id for c in claimed],
+                conn,
+                "runs_reap",
+                now=now,
+                id=[c.run.id for c in claimed],
                 token=[c.run.token for c in claimed],
-                next_state=[str(d[0]) for d in decisions], reason=[d[1] for d in decisions],
+                next_state=[str(d[0]) for d in decisions],
+                reason=[d[1] for d in decisions],
             )
             runs = [c.run for c in claimed]
             await self._exec(
-                conn, "attempts_insert", run_id=[r.id for r in runs], token=[r.token for r in runs],
-                job_id=[r.job_id for r in runs], tenant=[r.tenant for r in runs],
-                number=[r.attempt for r in runs], worker_id=[r.lease_owner or "?" for r in runs],
+                conn,
+                "attempts_insert",
+                run_id=[r.id for r in runs],
+                token=[r.token for r in runs],
+                job_id=[r.job_id for r in runs],
+                tenant=[r.tenant for r in runs],
+                number=[r.attempt for r in runs],
+                worker_id=[r.lease_owner or "?" for r in runs],
                 claimed_at=[r.claimed_at or now for r in runs],
-                started_at=[r.started_at for r in runs], finished_at=[now for _ in runs],
-                outcome=["lost" for _ in runs], error_class=[None for _ in runs],
+                started_at=[r.started_at for r in runs],
+                finished_at=[now for _ in runs],
+                outcome=["lost" for _ in runs],
+                error_class=[None for _ in runs],
                 error_message=["lease expired" for _ in runs],
             )
             finished_jobs = [
-                c.run.job_id for c, d in zip(claimed, decisions, strict=True)
+                c.run.job_id
+                for c, d in zip(claimed, decisions, strict=True)
                 if d[0] is RunState.DEAD and c.one_shot and c.run.trigger is RunTrigger.SCHEDULE
             ]
             if finished_jobs:
@@ -494,9 +570,14 @@ class PostgresStore:
         before_at, before_id = params.before or (None, None)
         async with self._read() as conn:
             rows = await self._all(
-                conn, "runs_list", tenant=params.tenant, job_id=params.job_id,
+                conn,
+                "runs_list",
+                tenant=params.tenant,
+                job_id=params.job_id,
                 state=None if params.state is None else str(params.state),
-                before_at=before_at, before_id=before_id, limit=params.limit + 1,
+                before_at=before_at,
+                before_id=before_id,
+                limit=params.limit + 1,
             )
         runs = [_rows.run_from_row(r, _C) for r in rows[: params.limit]]
         cursor = None
@@ -513,9 +594,14 @@ class PostgresStore:
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
             rows = await self._all(
-                conn, "runs_replay", tenant=params.tenant, job_id=params.job_id,
+                conn,
+                "runs_replay",
+                tenant=params.tenant,
+                job_id=params.job_id,
                 run_ids=None if params.run_ids is None else list(params.run_ids),
-                max_attempts=params.max_attempts, limit=params.limit, now=now,
+                max_attempts=params.max_attempts,
+                limit=params.limit,
+                now=now,
             )
             if rows:
                 await self._exec(conn, "notify_runs")
@@ -527,19 +613,31 @@ class PostgresStore:
             before = await self._one(conn, "run_lock", tenant=params.tenant, id=params.run_id)
             if before is None:
                 raise NotFound(f"run {params.run_id} not found")
-            row = await self._one(conn, "run_cancel", tenant=params.tenant, id=params.run_id,
-                                  now=now)
+            row = await self._one(
+                conn, "run_cancel", tenant=params.tenant, id=params.run_id, now=now
+            )
             if row is None:
-                raise Conflict(f"run {params.run_id} is {before['state']}; only scheduled or "
-                               "running runs can be cancelled")
+                raise Conflict(
+                    f"run {params.run_id} is {before['state']}; only scheduled or "
+                    "running runs can be cancelled"
+                )
             if before["state"] == RunState.RUNNING:
                 prior = _rows.run_from_row(before, _C)
                 await self._exec(
-                    conn, "attempts_insert", run_id=[prior.id], token=[prior.token],
-                    job_id=[prior.job_id], tenant=[prior.tenant], number=[prior.attempt],
-                    worker_id=[prior.lease_owner or "?"], claimed_at=[prior.claimed_at or now],
-                    started_at=[prior.started_at], finished_at=[now], outcome=["cancelled"],
-                    error_class=[None], error_message=["cancelled"],
+                    conn,
+                    "attempts_insert",
+                    run_id=[prior.id],
+                    token=[prior.token],
+                    job_id=[prior.job_id],
+                    tenant=[prior.tenant],
+                    number=[prior.attempt],
+                    worker_id=[prior.lease_owner or "?"],
+                    claimed_at=[prior.claimed_at or now],
+                    started_at=[prior.started_at],
+                    finished_at=[now],
+                    outcome=["cancelled"],
+                    error_class=[None],
+                    error_message=["cancelled"],
                 )
             return _rows.run_from_row(row, _C)
 
@@ -554,13 +652,20 @@ class PostgresStore:
         async with self._tx() as conn:
             now = self._fixed_now(None)
             await self._exec(
-                conn, "worker_upsert", id=worker.id, host=worker.host, pid=worker.pid,
-                tasks=_json.dumps(list(worker.tasks)), queues=_json.dumps(list(worker.queues)),
-                started_at=worker.started_at, now=now,
+                conn,
+                "worker_upsert",
+                id=worker.id,
+                host=worker.host,
+                pid=worker.pid,
+                tasks=_json.dumps(list(worker.tasks)),
+                queues=_json.dumps(list(worker.queues)),
+                started_at=worker.started_at,
+                now=now,
             )
             if worker.tasks:
-                await self._exec(conn, "known_tasks_upsert", tasks=sorted(set(worker.tasks)),
-                                 now=now)
+                await self._exec(
+                    conn, "known_tasks_upsert", tasks=sorted(set(worker.tasks)), now=now
+                )
 
     async def worker_heartbeat(self, worker_id: str, now: datetime | None = None) -> None:
         async with self._read() as conn:

@@ -34,6 +34,13 @@ from duetime._types import (
 from duetime.errors import Conflict, NotFound, SchemaError, UnsupportedFeature
 from duetime.store import _rows
 from duetime.store._rows import SQLiteCodec, to_micros
+from duetime.store._values import (
+    PENDING_END_STATE,
+    STATUS_MOVES,
+    job_values,
+    planned_run_values,
+    trigger_run_values,
+)
 from duetime.store.base import (
     SCHEMA_VERSION,
     ClaimedRun,
@@ -54,13 +61,6 @@ from duetime.store.base import (
     RunsMaterializeParams,
     RunStartParams,
     RunTriggerParams,
-)
-from duetime.store._values import (
-    PENDING_END_STATE,
-    STATUS_MOVES,
-    job_values,
-    planned_run_values,
-    trigger_run_values,
 )
 from duetime.store.sqlfile import load_migrations, load_queries
 
@@ -271,8 +271,12 @@ class SQLiteStore:
                 schedule, next_fire_at = params.schedule, params.next_fire_at
                 status = JobStatus.ACTIVE if old.status is JobStatus.COMPLETED else old.status
                 await self._exec(
-                    conn, "runs_end_pending", job_id=old.id, state=RunState.SKIPPED,
-                    reason="schedule_changed", now=now,
+                    conn,
+                    "runs_end_pending",
+                    job_id=old.id,
+                    state=RunState.SKIPPED,
+                    reason="schedule_changed",
+                    now=now,
                 )
             values = job_values(params, old.id, schedule, next_fire_at)
             row = await self._one(conn, "job_update", **values, status=status, now=now)
@@ -285,9 +289,13 @@ class SQLiteStore:
     async def job_list(self, params: JobListParams) -> Page[Job]:
         async with self._read() as conn:
             rows = await self._all(
-                conn, "job_list", tenant=params.tenant,
+                conn,
+                "job_list",
+                tenant=params.tenant,
                 status=None if params.status is None else str(params.status),
-                name_prefix=params.name_prefix, tag=params.tag, after_name=params.after_name,
+                name_prefix=params.name_prefix,
+                tag=params.tag,
+                after_name=params.after_name,
                 limit=params.limit + 1,
             )
         jobs = [_rows.job_from_row(r, _C) for r in rows[: params.limit]]
@@ -302,19 +310,25 @@ class SQLiteStore:
             if current.status is params.status:
                 return current
             if current.status not in allowed_from:
-                raise Conflict(f"job {current.name!r} is {current.status}; cannot become "
-                               f"{params.status}")
+                raise Conflict(
+                    f"job {current.name!r} is {current.status}; cannot become {params.status}"
+                )
             row = await self._one(
-                conn, "job_set_status", id=current.id, status=str(params.status),
+                conn,
+                "job_set_status",
+                id=current.id,
+                status=str(params.status),
                 next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
-                from_states=_json.dumps([str(s) for s in allowed_from]), now=now,
+                from_states=_json.dumps([str(s) for s in allowed_from]),
+                now=now,
             )
             if row is None:
                 raise Conflict(f"job {current.name!r} changed concurrently; try again")
             if params.status in PENDING_END_STATE:
                 state, reason = PENDING_END_STATE[params.status]
-                await self._exec(conn, "runs_end_pending", job_id=current.id, state=state,
-                                 reason=reason, now=now)
+                await self._exec(
+                    conn, "runs_end_pending", job_id=current.id, state=state, reason=reason, now=now
+                )
             return _rows.job_from_row(row, _C)
 
     async def job_delete(self, ref: JobRef) -> None:
@@ -330,19 +344,33 @@ class SQLiteStore:
         low, high = params.partitions or (0, 255)
         created = skips = 0
         async with self._tx() as conn:
-            rows = await self._all(conn, "jobs_due", until=until, limit=params.limit,
-                                   partition_low=low, partition_high=high)
+            rows = await self._all(
+                conn,
+                "jobs_due",
+                until=until,
+                limit=params.limit,
+                partition_low=low,
+                partition_high=high,
+            )
             jobs = [_rows.job_from_row(r, _C) for r in rows]
             for job in jobs:
                 plan = params.planner(job, now, until)
                 for planned in plan.runs:
-                    row = await self._one(conn, "run_insert", **planned_run_values(job, planned),
-                                          now=now)
+                    row = await self._one(
+                        conn, "run_insert", **planned_run_values(job, planned), now=now
+                    )
                     created += row is not None
                 for skip in plan.skips:
-                    await self._exec(conn, "skip_insert", job_id=job.id, first_at=skip.first,
-                                     last_at=skip.last, count=skip.count, reason=skip.reason,
-                                     now=now)
+                    await self._exec(
+                        conn,
+                        "skip_insert",
+                        job_id=job.id,
+                        first_at=skip.first,
+                        last_at=skip.last,
+                        count=skip.count,
+                        reason=skip.reason,
+                        now=now,
+                    )
                     skips += 1
                 await self._exec(conn, "job_advance", id=job.id, next_fire_at=plan.next_fire_at)
         if created:
@@ -356,8 +384,9 @@ class SQLiteStore:
             if job.status is JobStatus.CANCELLED:
                 raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
             if params.idempotency_key is not None:
-                row = await self._one(conn, "run_get_by_key", job_id=job.id,
-                                      idempotency_key=params.idempotency_key)
+                row = await self._one(
+                    conn, "run_get_by_key", job_id=job.id, idempotency_key=params.idempotency_key
+                )
                 if row is not None:
                     if row["request_hash"] != params.request_hash:
                         raise Conflict(
@@ -365,8 +394,9 @@ class SQLiteStore:
                             "different request"
                         )
                     return _rows.run_from_row(row, _C), False
-            row = await self._one(conn, "run_insert", **trigger_run_values(job, params, now),
-                                  now=now)
+            row = await self._one(
+                conn, "run_insert", **trigger_run_values(job, params, now), now=now
+            )
             assert row is not None, "a fresh idempotency key cannot conflict"
         self._runs_event.set()
         return _rows.run_from_row(row, _C), True
@@ -379,10 +409,14 @@ class SQLiteStore:
         now = self._now(params.now)
         async with self._tx() as conn:
             rows = await self._all(
-                conn, "runs_claim", worker_id=params.worker_id,
-                lease_expires_at=now + timedelta(seconds=params.lease_ttl), now=now,
+                conn,
+                "runs_claim",
+                worker_id=params.worker_id,
+                lease_expires_at=now + timedelta(seconds=params.lease_ttl),
+                now=now,
                 until=now + timedelta(seconds=params.lookahead),
-                tasks=_json.dumps(list(params.tasks)), limit=params.limit,
+                tasks=_json.dumps(list(params.tasks)),
+                limit=params.limit,
             )
         claimed = [_rows.claimed_from_row(r, _C) for r in rows]
         claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
@@ -390,8 +424,16 @@ class SQLiteStore:
 
     async def run_start(self, params: RunStartParams) -> bool:
         async with self._tx() as conn:
-            return await self._exec(conn, "run_start", id=params.run_id, token=params.token,
-                                    now=self._now(params.now)) == 1
+            return (
+                await self._exec(
+                    conn,
+                    "run_start",
+                    id=params.run_id,
+                    token=params.token,
+                    now=self._now(params.now),
+                )
+                == 1
+            )
 
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
         now = self._now(params.now)
@@ -399,8 +441,14 @@ class SQLiteStore:
         kept: set[uuid.UUID] = set()
         async with self._tx() as conn:
             for run_id, token in params.runs:
-                row = await self._one(conn, "run_heartbeat", id=run_id, token=token,
-                                      worker_id=params.worker_id, lease_expires_at=expires)
+                row = await self._one(
+                    conn,
+                    "run_heartbeat",
+                    id=run_id,
+                    token=token,
+                    worker_id=params.worker_id,
+                    lease_expires_at=expires,
+                )
                 if row is not None:
                     kept.add(run_id)
         return kept
@@ -411,18 +459,33 @@ class SQLiteStore:
         async with self._tx() as conn:
             for c in params.completions:
                 row = await self._one(
-                    conn, "run_complete", id=c.run_id, token=c.token,
-                    next_state=str(c.next_state), available_at=c.available_at, reason=c.reason,
-                    error_class=c.error_class, error_message=c.error_message,
-                    refund_attempt=int(c.refund_attempt), now=now,
+                    conn,
+                    "run_complete",
+                    id=c.run_id,
+                    token=c.token,
+                    next_state=str(c.next_state),
+                    available_at=c.available_at,
+                    reason=c.reason,
+                    error_class=c.error_class,
+                    error_message=c.error_message,
+                    refund_attempt=int(c.refund_attempt),
+                    now=now,
                 )
                 ok = row is not None
                 applied.append(ok)
                 await self._exec(
-                    conn, "attempt_record", run_id=c.run_id, token=c.token, number=c.attempt,
-                    worker_id=c.worker_id, claimed_at=c.claimed_at, started_at=c.started_at,
-                    outcome=str(c.outcome) if ok else "stale", error_class=c.error_class,
-                    error_message=c.error_message, now=now,
+                    conn,
+                    "attempt_record",
+                    run_id=c.run_id,
+                    token=c.token,
+                    number=c.attempt,
+                    worker_id=c.worker_id,
+                    claimed_at=c.claimed_at,
+                    started_at=c.started_at,
+                    outcome=str(c.outcome) if ok else "stale",
+                    error_class=c.error_class,
+                    error_message=c.error_message,
+                    now=now,
                 )
                 if ok and c.completes_job and c.next_state.terminal:
                     await self._exec(conn, "job_complete", id=row["job_id"], now=now)
@@ -437,15 +500,30 @@ class SQLiteStore:
                 claimed = _rows.claimed_from_row(row, _C)
                 run = claimed.run
                 next_state, reason = _rows.lease_lost_decision(run, claimed.delivery)
-                changed = await self._exec(conn, "run_reap", id=run.id, token=run.token,
-                                           next_state=str(next_state), reason=reason, now=now)
+                changed = await self._exec(
+                    conn,
+                    "run_reap",
+                    id=run.id,
+                    token=run.token,
+                    next_state=str(next_state),
+                    reason=reason,
+                    now=now,
+                )
                 if not changed:
                     continue
                 await self._exec(
-                    conn, "attempt_record", run_id=run.id, token=run.token, number=run.attempt,
-                    worker_id=run.lease_owner or "?", claimed_at=run.claimed_at or now,
-                    started_at=run.started_at, outcome="lost", error_class=None,
-                    error_message="lease expired", now=now,
+                    conn,
+                    "attempt_record",
+                    run_id=run.id,
+                    token=run.token,
+                    number=run.attempt,
+                    worker_id=run.lease_owner or "?",
+                    claimed_at=run.claimed_at or now,
+                    started_at=run.started_at,
+                    outcome="lost",
+                    error_class=None,
+                    error_message="lease expired",
+                    now=now,
                 )
                 if next_state is RunState.DEAD:
                     dead += 1
@@ -470,9 +548,14 @@ class SQLiteStore:
         before_at, before_id = params.before or (None, None)
         async with self._read() as conn:
             rows = await self._all(
-                conn, "runs_list", tenant=params.tenant, job_id=params.job_id,
+                conn,
+                "runs_list",
+                tenant=params.tenant,
+                job_id=params.job_id,
                 state=None if params.state is None else str(params.state),
-                before_at=before_at, before_id=before_id, limit=params.limit + 1,
+                before_at=before_at,
+                before_id=before_id,
+                limit=params.limit + 1,
             )
         runs = [_rows.run_from_row(r, _C) for r in rows[: params.limit]]
         cursor = None
@@ -490,8 +573,14 @@ class SQLiteStore:
         run_ids = None if params.run_ids is None else _json.dumps([str(i) for i in params.run_ids])
         async with self._tx() as conn:
             rows = await self._all(
-                conn, "runs_replay", tenant=params.tenant, job_id=params.job_id,
-                run_ids=run_ids, max_attempts=params.max_attempts, limit=params.limit, now=now,
+                conn,
+                "runs_replay",
+                tenant=params.tenant,
+                job_id=params.job_id,
+                run_ids=run_ids,
+                max_attempts=params.max_attempts,
+                limit=params.limit,
+                now=now,
             )
         if rows:
             self._runs_event.set()
@@ -503,18 +592,29 @@ class SQLiteStore:
             before = await self._one(conn, "run_get", tenant=params.tenant, id=params.run_id)
             if before is None:
                 raise NotFound(f"run {params.run_id} not found")
-            row = await self._one(conn, "run_cancel", tenant=params.tenant, id=params.run_id,
-                                  now=now)
+            row = await self._one(
+                conn, "run_cancel", tenant=params.tenant, id=params.run_id, now=now
+            )
             if row is None:
-                raise Conflict(f"run {params.run_id} is {before['state']}; only scheduled or "
-                               "running runs can be cancelled")
+                raise Conflict(
+                    f"run {params.run_id} is {before['state']}; only scheduled or "
+                    "running runs can be cancelled"
+                )
             if before["state"] == RunState.RUNNING:
                 prior = _rows.run_from_row(before, _C)
                 await self._exec(
-                    conn, "attempt_record", run_id=prior.id, token=prior.token,
-                    number=prior.attempt, worker_id=prior.lease_owner or "?",
-                    claimed_at=prior.claimed_at or now, started_at=prior.started_at,
-                    outcome="cancelled", error_class=None, error_message="cancelled", now=now,
+                    conn,
+                    "attempt_record",
+                    run_id=prior.id,
+                    token=prior.token,
+                    number=prior.attempt,
+                    worker_id=prior.lease_owner or "?",
+                    claimed_at=prior.claimed_at or now,
+                    started_at=prior.started_at,
+                    outcome="cancelled",
+                    error_class=None,
+                    error_message="cancelled",
+                    now=now,
                 )
             return _rows.run_from_row(row, _C)
 
@@ -528,9 +628,15 @@ class SQLiteStore:
     async def worker_register(self, worker: WorkerInfo) -> None:
         async with self._tx() as conn:
             await self._exec(
-                conn, "worker_upsert", id=worker.id, host=worker.host, pid=worker.pid,
-                tasks=_json.dumps(list(worker.tasks)), queues=_json.dumps(list(worker.queues)),
-                started_at=worker.started_at, now=worker.heartbeat_at,
+                conn,
+                "worker_upsert",
+                id=worker.id,
+                host=worker.host,
+                pid=worker.pid,
+                tasks=_json.dumps(list(worker.tasks)),
+                queues=_json.dumps(list(worker.queues)),
+                started_at=worker.started_at,
+                now=worker.heartbeat_at,
             )
             for task in worker.tasks:
                 await self._exec(conn, "known_task_upsert", task=task, now=worker.heartbeat_at)

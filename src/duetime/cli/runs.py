@@ -1,0 +1,276 @@
+"""``duetime runs …`` (list, show, cancel) and ``duetime dlq …`` (the dead-letter queue: list,
+replay)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import typer
+
+from duetime._types import Attempt, Page, Run, RunState
+from duetime.app import AsyncApp
+from duetime.cli._common import DbOption, JsonOption, TenantOption, fail, print_json, with_app
+from duetime.cli._output import (
+    check_limit,
+    clip,
+    compact_json,
+    describe_error,
+    describe_run_error,
+    parse_choice,
+    print_fields,
+    print_table,
+    show_duration,
+    show_instant,
+    to_jsonable,
+)
+from duetime.cli._root import cli
+
+runs = typer.Typer(name="runs", help="Inspect and cancel runs.", no_args_is_help=True)
+dlq = typer.Typer(
+    name="dlq",
+    help="The dead-letter queue: runs out of attempts, or failed permanently.",
+    no_args_is_help=True,
+)
+cli.add_typer(runs, name="runs")
+cli.add_typer(dlq, name="dlq")
+
+RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")]
+LimitOption = Annotated[int, typer.Option("--limit", help="Runs per page (1-1000).")]
+CursorOption = Annotated[
+    str | None, typer.Option("--cursor", help="Continue after the page that printed this cursor.")
+]
+
+
+def _more(page: Page[Any]) -> None:
+    if page.next_cursor is not None:
+        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+@runs.command("list")
+def list_runs(
+    job: Annotated[
+        str | None, typer.Option("--job", metavar="NAME_OR_ID", help="Only runs of this job.")
+    ] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="Only runs in this state: scheduled, running, succeeded, dead, "
+            "cancelled, skipped.",
+        ),
+    ] = None,
+    limit: LimitOption = 100,
+    cursor: CursorOption = None,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest scheduled instant first."""
+    wanted = parse_choice(state, RunState, "--state")
+    check_limit(limit)
+
+    async def body(app: AsyncApp) -> Page[Run]:
+        return await app.runs(job, state=wanted, limit=limit, cursor=cursor)
+
+    page = with_app(db, tenant, body)
+    if as_json:
+        print_json(to_jsonable(page))
+        return
+    print_table(
+        ["run id", "job", "state", "scheduled for", "attempt", "trigger", "reason"],
+        [
+            (
+                str(r.id),
+                r.job_name,
+                str(r.state),
+                show_instant(r.scheduled_for),
+                f"{r.attempt}/{r.max_attempts}",
+                str(r.trigger),
+                r.reason,
+            )
+            for r in page.items
+        ],
+        empty="no runs",
+    )
+    _more(page)
+
+
+@runs.command("show")
+def show_run(
+    run_id: RunArg,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """A run and its attempts (worker, start, end, duration, outcome, error)."""
+
+    async def body(app: AsyncApp) -> tuple[Run, list[Attempt]]:
+        return await app.run(run_id), await app.attempts(run_id)
+
+    run, attempts = with_app(db, tenant, body)
+    if as_json:
+        print_json({"run": to_jsonable(run), "attempts": to_jsonable(attempts)})
+        return
+    print_fields(
+        [
+            ("id", str(run.id)),
+            ("job", f"{run.job_name} ({run.job_id})"),
+            ("task", run.task),
+            ("state", str(run.state)),
+            ("reason", run.reason),
+            ("trigger", str(run.trigger)),
+            ("scheduled for", show_instant(run.scheduled_for)),
+            ("available at", show_instant(run.available_at)),
+            ("started", show_instant(run.started_at)),
+            ("finished", show_instant(run.finished_at)),
+            ("attempt", f"{run.attempt} of {run.max_attempts}"),
+            (
+                "lease",
+                f"{run.lease_owner} until {show_instant(run.lease_expires_at)}"
+                if run.lease_owner
+                else "-",
+            ),
+            ("priority", run.priority),
+            ("queue", run.queue),
+            ("payload", compact_json(run.payload)),
+            ("idempotency key", run.idempotency_key),
+            ("replays", run.replays),
+            ("last error", describe_run_error(run)),
+        ]
+    )
+    typer.echo("")
+    print_table(
+        ["#", "worker", "started", "finished", "duration", "outcome", "error"],
+        [
+            (
+                a.number,
+                a.worker_id,
+                show_instant(a.started_at),
+                show_instant(a.finished_at),
+                show_duration(a.duration),
+                str(a.outcome),
+                describe_error(a.error_class, a.error_message),
+            )
+            for a in attempts
+        ],
+        title="attempts",
+        empty="attempts: none finished yet",
+    )
+
+
+@runs.command("cancel")
+def cancel_run(
+    run_id: RunArg,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a scheduled or running run (a running one's worker is fenced off)."""
+
+    async def body(app: AsyncApp) -> Run:
+        return await app.cancel_run(run_id)
+
+    run = with_app(db, tenant, body)
+    if as_json:
+        print_json(to_jsonable(run))
+    else:
+        typer.echo(f"run {run.id} is {run.state}")
+
+
+# --- dlq --------------------------------------------------------------------------------------
+
+
+@dlq.command("list")
+def list_dead(
+    limit: LimitOption = 100,
+    cursor: CursorOption = None,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Dead runs, newest scheduled instant first."""
+    check_limit(limit)
+
+    async def body(app: AsyncApp) -> Page[Run]:
+        return await app.dead_letters(limit=limit, cursor=cursor)
+
+    page = with_app(db, tenant, body)
+    if as_json:
+        print_json(to_jsonable(page))
+        return
+    print_table(
+        ["run id", "job", "scheduled for", "attempts", "reason", "last error"],
+        [
+            (
+                str(r.id),
+                r.job_name,
+                show_instant(r.scheduled_for),
+                r.attempt,
+                r.reason,
+                clip(describe_run_error(r)),
+            )
+            for r in page.items
+        ],
+        empty="the dead-letter queue is empty",
+    )
+    _more(page)
+
+
+REPLAY_BATCH = 1000
+
+
+@dlq.command("replay")
+def replay(
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[RUN_ID]...", help="Dead runs to replay.", show_default=False),
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", metavar="NAME_OR_ID", help="Replay every dead run of this job."),
+    ] = None,
+    replay_all: Annotated[
+        bool, typer.Option("--all", help="Replay every dead run of the tenant.")
+    ] = False,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Put dead runs back in the queue with a fresh attempt budget: the given RUN_IDs, every
+    dead run of --job, or every dead run with --all."""
+    ids = list(dict.fromkeys(run_ids or ()))
+    modes = [
+        m
+        for m, on in (("RUN_ID", bool(ids)), ("--job", job is not None), ("--all", replay_all))
+        if on
+    ]
+    if not modes:
+        fail("RUN_ID: nothing selected to replay: give run ids, --job NAME or --all")
+    if len(modes) > 1:
+        fail(f"{modes[1]}: give only one of RUN_IDs, --job or --all (got {' and '.join(modes)})")
+
+    async def body(app: AsyncApp) -> list[uuid.UUID]:
+        if ids:
+            return await app.replay(ids)
+        # Every dead run (of the job), in batches: stop when a batch comes back short, or
+        # brings only runs already replayed (they died again meanwhile).
+        done: dict[uuid.UUID, None] = {}
+        while True:
+            batch = await app.replay(job=job, limit=REPLAY_BATCH)
+            fresh = [i for i in batch if i not in done]
+            done.update(dict.fromkeys(fresh))
+            if len(batch) < REPLAY_BATCH or not fresh:
+                return list(done)
+
+    replayed = with_app(db, tenant, body)
+    if as_json:
+        print_json({"replayed": len(replayed), "run_ids": to_jsonable(replayed)})
+        return
+    typer.echo(f"replayed {len(replayed)} run{'' if len(replayed) == 1 else 's'}")
+    if ids and len(replayed) < len(ids):
+        missed = [i for i in ids if uuid.UUID(i) not in set(replayed)]
+        typer.echo(f"not dead (or not found), left as they are: {', '.join(missed)}", err=True)
