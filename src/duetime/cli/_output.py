@@ -132,8 +132,9 @@ def describe_schedule(schedule: Schedule) -> str:
 
 
 def describe_retry(retry: RetryPolicy) -> str:
+    attempts = "1 attempt" if retry.max_attempts == 1 else f"{retry.max_attempts} attempts"
     return (
-        f"{retry.max_attempts} attempts, backoff {retry.backoff_base:g}s x"
+        f"{attempts}, backoff {retry.backoff_base:g}s x"
         f"{retry.backoff_factor:g} up to {retry.backoff_cap:g}s"
     )
 
