@@ -242,15 +242,54 @@ async def test_batch_returns_one_flag_per_completion_in_order(store: Store, t0: 
         completion(a),
         completion(b, token=b.run.token + 5),
         completion(
-            c, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED, available_at=t0 + s(9)
+            c,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.SCHEDULED,
+            available_at=t0 + s(9),
         ),
-        completion(a),  # a again: already applied
     )
-    assert flags == [True, False, True, False]
+    assert flags == [True, False, True]
     assert (await get_run(store, a.run.id)).state is RunState.SUCCEEDED
     assert (await get_run(store, b.run.id)).state is RunState.RUNNING
     assert (await get_run(store, c.run.id)).state is RunState.SCHEDULED
     assert await complete(store, t0 + s(1)) == []
+
+
+async def test_stale_and_current_completions_of_one_run_in_one_batch(
+    store: Store, t0: datetime
+) -> None:
+    """One process may hold an abandoned attempt (taken over) and the current attempt of the
+    same run: its completer can send both in one batch. Each is fenced on its own token."""
+    old = await running_run(store, t0, "j", worker=WORKER)
+    reaped_at = t0 + s(LEASE + 1)
+    assert (await store.leases_reap(LeasesReapParams(now=reaped_at))).rescheduled == 1
+    new = await claim_one(store, reaped_at, worker=WORKER)
+
+    flags = await complete(
+        store,
+        reaped_at + s(1),
+        completion(old, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD, reason="old"),
+        completion(new),
+    )
+
+    assert flags == [False, True]
+    run = await get_run(store, new.run.id)
+    assert run.state is RunState.SUCCEEDED
+    assert run.reason is None
+    attempts = await store.attempts_list(TENANT, run.id)
+    assert [(a.token, a.outcome) for a in attempts] == [
+        (old.run.token, AttemptOutcome.STALE),
+        (new.run.token, AttemptOutcome.SUCCEEDED),
+    ]
+
+
+async def test_the_same_completion_twice_in_one_batch(store: Store, t0: datetime) -> None:
+    """A completer that retries a batch may repeat an item: the repeat is refused, not an
+    error, and the first outcome stands."""
+    claimed = await running_run(store, t0, "j")
+    flags = await complete(store, t0 + s(1), completion(claimed), completion(claimed))
+    assert flags == [True, False]
+    assert (await get_run(store, claimed.run.id)).state is RunState.SUCCEEDED
 
 
 async def test_completion_of_an_unknown_run(store: Store, t0: datetime) -> None:
