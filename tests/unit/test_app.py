@@ -124,7 +124,8 @@ def test_pause_resume_cancel_delete(app: App) -> None:
     assert app.trigger("j").state is RunState.SCHEDULED  # an operator may trigger a paused job
     resumed = app.resume(job.id)
     assert resumed.status is JobStatus.ACTIVE
-    assert resumed.next_fire_at is not None and resumed.next_fire_at > datetime.now(UTC)
+    assert resumed.next_fire_at is not None
+    assert resumed.next_fire_at > datetime.now(UTC)
     assert app.cancel("j").status is JobStatus.CANCELLED
     with pytest.raises(Conflict):
         app.resume("j")
