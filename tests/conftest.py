@@ -3,9 +3,13 @@ and the hypothesis profiles.
 
 PostgreSQL: the base URL comes from ``DUETIME_TEST_PG_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``). One fresh database is created per test
-session and dropped at its end; every test gets a fresh schema in it (``pg_url``). When the
-server is unreachable the postgres tests are skipped, except under ``CI=true`` where they fail.
-``-m "not postgres"`` deselects them.
+session and dropped at its end (``make_pg_database``/``drop_pg_database`` do the same for
+subprocess-based tests). Isolation inside it: ``pg_url`` is a URL whose ``search_path`` is a
+fresh schema, one per test; the store conformance tests share one migrated schema whose rows
+are deleted before each test (migrating a fresh schema costs ~0.1 s a test), except tests
+marked ``fresh_database``, which get a ``pg_url``. When the server is unreachable the postgres
+tests are skipped, except under ``CI=true`` where they fail. ``-m "not postgres"`` deselects
+them.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-from duetime._clock import FrozenClock
+from duetime._clock import Clock, FrozenClock
 from duetime.store import Store, create_store
 
 PG_URL_ENV = "DUETIME_TEST_PG_URL"
@@ -29,8 +34,27 @@ PG_STORE_MODULE = "duetime.store.postgres.store"
 
 # --- hypothesis ----------------------------------------------------------------------------
 
-settings.register_profile("ci", max_examples=30, deadline=None, print_blob=True)
-settings.register_profile("dev", max_examples=100, deadline=None)
+# "ci": few examples, no deadline, reproducible; "dev": more examples. Property tests of other
+# folders reuse these (they register their own only when missing).
+settings.register_profile(
+    "ci",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fresh_database: store tests get an empty, unmigrated database (on PostgreSQL a fresh "
+        "schema) instead of the shared one emptied between tests",
+    )
 
 
 def in_ci() -> bool:
@@ -70,7 +94,7 @@ def pg_unavailable_reason(base_url: str | None = None) -> str | None:
         with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
             conn.execute("SELECT 1")
     except Exception as exc:  # any failure to connect means "unavailable"
-        return f"PostgreSQL unreachable at {url} ({PG_URL_ENV}): {exc}".strip()
+        return f"PostgreSQL unreachable at {url} ({PG_URL_ENV}): {exc}"
     return None
 
 
@@ -139,6 +163,60 @@ def pg_url(pg_database: str) -> str:
     return make_pg_schema(pg_database)
 
 
+@pytest.fixture(scope="session")
+def pg_shared_schema(pg_database: str) -> Iterator[tuple[str, Any]]:
+    """One schema of the session database shared by the store tests (migrated by the first
+    test that uses it, emptied before each test) and an autocommit connection to it.
+
+    Migrating a fresh schema for every test costs ~0.1 s; emptying ~1 ms."""
+    import psycopg
+
+    url = make_pg_schema(pg_database)
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield url, conn
+
+
+def empty_pg_schema(conn: Any) -> None:
+    """Delete every row of every table in the connection's schema except the migrations
+    record, referencing tables first; the schema itself stays."""
+    tables = {
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') "
+            "AND NOT c.relispartition AND c.relname <> 'duetime_migrations'"
+        )
+    }
+    edges = {
+        (child, parent)
+        for child, parent in conn.execute(
+            "SELECT con.conrelid::regclass::text, con.confrelid::regclass::text "
+            "FROM pg_constraint con JOIN pg_namespace n ON n.oid = con.connamespace "
+            "WHERE con.contype = 'f' AND n.nspname = current_schema()"
+        )
+        if child != parent
+    }
+    order: list[str] = []
+    left = set(tables)
+    while left:
+        # a table goes once no table still to empty references it
+        ready = sorted(t for t in left if not any(p == t and c in left for c, p in edges))
+        if not ready:  # a reference cycle: fall back to TRUNCATE
+            order = []
+            break
+        order.extend(ready)
+        left -= set(ready)
+    from psycopg import sql
+
+    with conn.transaction():
+        if order or not tables:
+            for table in order:
+                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
+        else:
+            names = sql.SQL(", ").join(sql.Identifier(t) for t in sorted(tables))
+            conn.execute(sql.SQL("TRUNCATE {}").format(names))
+
+
 # --- the store fixtures ------------------------------------------------------------------------
 
 
@@ -161,25 +239,35 @@ def clock(t0: datetime) -> FrozenClock:
     ]
 )
 def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    """The URL of an empty database for one test, for each store."""
+    """The URL of an empty database for one test, for each store: SQLite, a fresh file;
+    PostgreSQL, the session's shared schema emptied of rows (migrated once), or — for tests
+    marked ``fresh_database`` — a fresh, unmigrated schema."""
     if request.param == "sqlite":
         return str(tmp_path / "duetime.db")
     if importlib.util.find_spec(PG_STORE_MODULE) is None:
         _unavailable(f"{PG_STORE_MODULE} does not exist yet")
-    return request.getfixturevalue("pg_url")
+    if request.node.get_closest_marker("fresh_database"):
+        return request.getfixturevalue("pg_url")
+    url, conn = request.getfixturevalue("pg_shared_schema")
+    empty_pg_schema(conn)
+    return url
 
 
 StoreFactory = Callable[..., Awaitable[Store]]
+_FROZEN = object()
 
 
 @pytest.fixture
 async def make_store(store_url: str, clock: FrozenClock) -> AsyncIterator[StoreFactory]:
     """``await make_store(migrate=True)``: one more opened store over the same database (for
-    concurrency tests); every store it made is closed after the test."""
+    concurrency tests); every store it made is closed after the test. ``clock=None`` makes a
+    store on its default clock (the database clock on PostgreSQL) instead of the frozen one."""
     opened: list[Store] = []
+    frozen = clock
 
-    async def factory(*, migrate: bool = True) -> Store:
-        store = create_store(store_url, clock=clock)
+    async def factory(*, migrate: bool = True, clock: Clock | object | None = _FROZEN) -> Store:
+        chosen = frozen if clock is _FROZEN else cast("Clock | None", clock)
+        store = create_store(store_url, clock=chosen)
         await store.open()
         opened.append(store)
         if migrate:
@@ -193,5 +281,5 @@ async def make_store(store_url: str, clock: FrozenClock) -> AsyncIterator[StoreF
 
 @pytest.fixture
 async def store(make_store: StoreFactory) -> Store:
-    """An opened, migrated store (SQLite file in tmp_path, or a fresh PostgreSQL schema)."""
+    """An opened, migrated, empty store on a frozen clock at ``t0`` (see ``store_url``)."""
     return await make_store()

@@ -10,6 +10,7 @@ so it also works from code that has its own running loop.
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -38,7 +39,7 @@ from duetime.errors import NotFound, ValidationError
 from duetime.maintenance.reaper import LeaseReaper
 from duetime.registration import JobSpec, build_upsert, request_hash
 from duetime.scheduler.materializer import Materializer
-from duetime.schedules import first_fire, next_fire_after, preview
+from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
 from duetime.store import create_store, is_postgres_url
 from duetime.store._rows import EPOCH
 from duetime.store.base import (
@@ -58,6 +59,7 @@ from duetime.worker.worker import StartListener, Worker
 
 T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunc)
+E = TypeVar("E", bound=enum.Enum)
 
 
 def _ref(tenant: str, job: str | uuid.UUID) -> JobRef:
@@ -67,6 +69,19 @@ def _ref(tenant: str, job: str | uuid.UUID) -> JobRef:
         return JobRef(tenant=tenant, id=uuid.UUID(job))
     except ValueError:
         return JobRef(tenant=tenant, name=job)
+
+
+def _check_limit(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+        raise ValidationError("limit", f"must be a whole number from 1 to 1000, got {limit!r}")
+
+
+def _enum_value(kind: type[E], value: object, field: str) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(v) for v in kind)  # type: ignore[attr-defined]
+        raise ValidationError(field, f"{value!r} is not one of: {allowed}") from None
 
 
 def _run_id(run: str | uuid.UUID) -> uuid.UUID:
@@ -262,12 +277,11 @@ class AsyncApp:
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Job]:
-        if not 1 <= limit <= 1000:
-            raise ValidationError("limit", "must be 1-1000")
+        _check_limit(limit)
         return await self.store.job_list(
             JobListParams(
                 tenant=self.tenant,
-                status=None if status is None else JobStatus(status),
+                status=None if status is None else _enum_value(JobStatus, status, "status"),
                 name_prefix=name_prefix,
                 tag=tag,
                 limit=limit,
@@ -344,6 +358,7 @@ class AsyncApp:
         cursor: str | None = None,
     ) -> Page[Run]:
         """Runs, newest scheduled instant first."""
+        _check_limit(limit)
         job_id = None if job is None else (await self.get(job)).id
         before = None
         if cursor:
@@ -356,7 +371,7 @@ class AsyncApp:
             RunListParams(
                 tenant=self.tenant,
                 job_id=job_id,
-                state=None if state is None else RunState(state),
+                state=None if state is None else _enum_value(RunState, state, "state"),
                 limit=limit,
                 before=before,
             )
@@ -401,10 +416,19 @@ class AsyncApp:
     def preview(
         self, cron: str, *, tz: str = "UTC", after: datetime | None = None, count: int = 10
     ) -> list[Occurrence]:
-        """The next ``count`` fire instants of a cron expression strictly after ``after``."""
-        return preview(
-            Schedule(ScheduleKind.CRON, cron=cron, tz=tz), after or self.clock.now(), count
-        )
+        """The next ``count`` fire instants of a cron expression strictly after ``after``.
+        Raises ValidationError for a bad expression or zone, or one that never fires."""
+        schedule = Schedule(ScheduleKind.CRON, cron=cron, tz=tz)
+        start = after or self.clock.now()
+        validate_schedule(schedule, start)
+        return preview(schedule, start, count)
+
+    async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
+        """The job's next ``count`` fire instants, from its ``next_fire_at`` on."""
+        current = await self.get(job)
+        if current.next_fire_at is None or current.status is not JobStatus.ACTIVE:
+            return []
+        return preview(current.schedule, current.next_fire_at - timedelta(microseconds=1), count)
 
     # --- running the loops ----------------------------------------------------------------
 

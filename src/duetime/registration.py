@@ -59,6 +59,10 @@ def partition_of(job_id: uuid.UUID) -> int:
     return hashlib.sha256(job_id.bytes).digest()[0] % PARTITIONS
 
 
+def _valid_tag(tag: object) -> bool:
+    return isinstance(tag, str) and 0 < len(tag) <= 100 and tag.isprintable()
+
+
 def _enum(kind: type[Any], value: Any, field_name: str) -> Any:
     try:
         return kind(value)
@@ -150,8 +154,10 @@ def build_upsert(
         raise ValidationError("misfire_grace", "must be a non-negative number of seconds")
     if not spec.queue or len(spec.queue) > 100:
         raise ValidationError("queue", "must be 1-100 characters")
-    if not all(isinstance(t, str) and t for t in spec.tags):
-        raise ValidationError("tags", "must be non-empty strings")
+    if not all(_valid_tag(t) for t in spec.tags):
+        raise ValidationError(
+            "tags", "must be non-empty printable strings of at most 100 characters"
+        )
     if not isinstance(spec.metadata, dict):
         raise ValidationError("metadata", "must be a JSON object")
     payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)

@@ -1,23 +1,16 @@
-"""Fixtures for the CLI tests: a SQLite file per test, a CliRunner bound to it, and dead runs
-made through the store (no worker, no sleeps)."""
+"""Fixtures for the CLI tests: a SQLite file per test and a CliRunner bound to it."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
-from duetime._types import AttemptOutcome, RunState
-from duetime.app import AsyncApp
 from duetime.cli import cli
-from duetime.store.base import RunCompletion, RunsClaimParams, RunsCompleteParams
 
-DOOMED_TASK = "tests.doomed"
+pytest.register_assert_rewrite("clikit")
+from clikit import DeadRuns, Invoke  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -33,9 +26,6 @@ def db(tmp_path: Path) -> str:
     return str(tmp_path / "duetime.db")
 
 
-Invoke = Callable[..., Result]
-
-
 @pytest.fixture
 def invoke(db: str) -> Invoke:
     """``invoke("jobs", "list", "--json")``: run the CLI in-process with ``--db`` appended."""
@@ -46,57 +36,6 @@ def invoke(db: str) -> Invoke:
         return runner.invoke(cli, argv, catch_exceptions=False)
 
     return run
-
-
-def assert_usage_error(result: Result, *needles: str) -> None:
-    """Exit code 2, ``error: …`` on stderr naming what is wrong, nothing on stdout, no
-    traceback."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stderr.startswith("error: "), result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert result.stdout == ""
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in result.stderr, (needle, result.stderr)
-
-
-@dataclass
-class DeadRuns:
-    """Make dead runs of a job straight through the store, as a worker whose attempts failed
-    for good would."""
-
-    db: str
-    tenant: str = "default"
-
-    def make(self, job: str, count: int = 1, *, error: str = "boom") -> list[uuid.UUID]:
-        return asyncio.run(self._make(job, count, error))
-
-    async def _make(self, job: str, count: int, error: str) -> list[uuid.UUID]:
-        async with AsyncApp(self.db, tenant=self.tenant) as app:
-            found = await app.schedule(
-                job, task=DOOMED_TASK, cron="0 0 1 1 *", allow_unregistered=True
-            )
-            for _ in range(count):
-                await app.trigger(found.id)
-            claimed = await app.store.runs_claim(
-                RunsClaimParams(
-                    worker_id="worker-test", tasks=[DOOMED_TASK], limit=count, lease_ttl=30.0,
-                    lookahead=0.0,
-                )
-            )
-            assert len(claimed) == count
-            completions = [
-                RunCompletion(
-                    run_id=c.run.id, token=c.run.token, worker_id="worker-test",
-                    attempt=c.run.attempt, claimed_at=c.run.claimed_at, started_at=c.run.started_at,
-                    outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD,
-                    reason="attempts_exhausted", error_class="DemoFailure", error_message=error,
-                )
-                for c in claimed
-            ]
-            applied = await app.store.runs_complete(RunsCompleteParams(completions))
-            assert all(applied)
-            return [c.run.id for c in claimed]
 
 
 @pytest.fixture

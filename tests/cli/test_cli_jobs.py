@@ -8,13 +8,31 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import Invoke, assert_usage_error
+from clikit import Invoke, assert_usage_error
 
 INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
 JOB_KEYS = {
-    "id", "tenant", "name", "task", "payload", "schedule", "status", "priority", "retry",
-    "timeout", "misfire_policy", "misfire_grace", "overlap_policy", "delivery", "queue", "tags",
-    "metadata", "partition", "next_fire_at", "created_at", "updated_at",
+    "id",
+    "tenant",
+    "name",
+    "task",
+    "payload",
+    "schedule",
+    "status",
+    "priority",
+    "retry",
+    "timeout",
+    "misfire_policy",
+    "misfire_grace",
+    "overlap_policy",
+    "delivery",
+    "queue",
+    "tags",
+    "metadata",
+    "partition",
+    "next_fire_at",
+    "created_at",
+    "updated_at",
 }
 SCHEDULE_KEYS = {"kind", "cron", "tz", "at", "every_seconds", "anchor"}
 
@@ -34,19 +52,37 @@ def instant(text: str) -> datetime:
 
 
 def test_add_cron_prints_the_job_as_json(invoke: Invoke) -> None:
-    job = add(invoke, "nightly", "--task", "duetime.noop", "--cron", "30 2 * * *",
-              "--tz", "America/New_York")
+    job = add(
+        invoke,
+        "nightly",
+        "--task",
+        "duetime.noop",
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "America/New_York",
+    )
     assert set(job) == JOB_KEYS
     uuid.UUID(job["id"])
     assert job["name"] == "nightly"
     assert job["tenant"] == "default"
     assert job["status"] == "active"
     assert set(job["schedule"]) == SCHEDULE_KEYS
-    assert job["schedule"] == {"kind": "cron", "cron": "30 2 * * *", "tz": "America/New_York",
-                               "at": None, "every_seconds": None, "anchor": None}
+    assert job["schedule"] == {
+        "kind": "cron",
+        "cron": "30 2 * * *",
+        "tz": "America/New_York",
+        "at": None,
+        "every_seconds": None,
+        "anchor": None,
+    }
     assert instant(job["next_fire_at"]) > datetime.now(UTC)
-    assert job["retry"] == {"max_attempts": 3, "backoff_base": 1.0, "backoff_factor": 2.0,
-                            "backoff_cap": 600.0}
+    assert job["retry"] == {
+        "max_attempts": 3,
+        "backoff_base": 1.0,
+        "backoff_factor": 2.0,
+        "backoff_cap": 600.0,
+    }
 
 
 def test_add_prints_a_summary_and_says_created_then_updated(invoke: Invoke) -> None:
@@ -71,8 +107,12 @@ def test_add_at_an_instant(invoke: Invoke) -> None:
 
 @pytest.mark.parametrize(
     ("text", "delay"),
-    [("PT3H", timedelta(hours=3)), ("90s", timedelta(seconds=90)),
-     ("1h30m", timedelta(minutes=90)), ("P1DT2H", timedelta(days=1, hours=2))],
+    [
+        ("PT3H", timedelta(hours=3)),
+        ("90s", timedelta(seconds=90)),
+        ("1h30m", timedelta(minutes=90)),
+        ("P1DT2H", timedelta(days=1, hours=2)),
+    ],
 )
 def test_add_at_a_delay(invoke: Invoke, text: str, delay: timedelta) -> None:
     before = datetime.now(UTC)
@@ -94,10 +134,30 @@ def test_add_every_and_now(invoke: Invoke) -> None:
 
 def test_add_with_every_option(invoke: Invoke) -> None:
     job = add(
-        invoke, "full", "--task", "duetime.fail", "--every", "60",
-        "--payload", '{"times": 2, "tags": ["x"]}', "--max-attempts", "5",
-        "--backoff-base", "0.5", "--priority", "7", "--timeout", "12.5",
-        "--misfire", "backfill", "--queue", "reports", "--tag", "a", "--tag", "b",
+        invoke,
+        "full",
+        "--task",
+        "duetime.fail",
+        "--every",
+        "60",
+        "--payload",
+        '{"times": 2, "tags": ["x"]}',
+        "--max-attempts",
+        "5",
+        "--backoff-base",
+        "0.5",
+        "--priority",
+        "7",
+        "--timeout",
+        "12.5",
+        "--misfire",
+        "backfill",
+        "--queue",
+        "reports",
+        "--tag",
+        "a",
+        "--tag",
+        "b",
     )
     assert job["payload"] == {"times": 2, "tags": ["x"]}
     assert job["retry"]["max_attempts"] == 5
@@ -196,8 +256,9 @@ def test_list_rejects_invalid_input(invoke: Invoke, args: list[str], needles: li
 
 
 def test_show_json_has_next_fires_and_last_runs(invoke: Invoke) -> None:
-    job = add(invoke, "dst", "--task", "duetime.noop", "--cron", "30 2 * * *",
-              "--tz", "America/New_York")
+    job = add(
+        invoke, "dst", "--task", "duetime.noop", "--cron", "30 2 * * *", "--tz", "America/New_York"
+    )
     run_ids = [invoke("jobs", "trigger", "dst").stdout.strip() for _ in range(12)]
     result = invoke("jobs", "show", "dst", "--json")
     assert result.exit_code == 0, result.output
@@ -262,8 +323,15 @@ def test_pause_resume_cancel_delete(invoke: Invoke) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["show", "ghost"], ["pause", "ghost"], ["resume", "ghost"], ["cancel", "ghost"],
-     ["delete", "ghost"], ["trigger", "ghost"], ["show", str(uuid.uuid4())]],
+    [
+        ["show", "ghost"],
+        ["pause", "ghost"],
+        ["resume", "ghost"],
+        ["cancel", "ghost"],
+        ["delete", "ghost"],
+        ["trigger", "ghost"],
+        ["show", str(uuid.uuid4())],
+    ],
 )
 def test_unknown_job_is_not_found(invoke: Invoke, args: list[str]) -> None:
     assert_usage_error(invoke("jobs", *args), "not found")
@@ -275,8 +343,9 @@ def test_trigger_prints_the_run_id_and_honours_idempotency(invoke: Invoke) -> No
     assert plain.exit_code == 0, plain.output
     uuid.UUID(plain.stdout.strip())
 
-    first = invoke("jobs", "trigger", "j", "--idempotency-key", "k1", "--payload", '{"n": 1}',
-                   "--json")
+    first = invoke(
+        "jobs", "trigger", "j", "--idempotency-key", "k1", "--payload", '{"n": 1}', "--json"
+    )
     assert first.exit_code == 0, first.output
     run = json.loads(first.stdout)
     assert run["payload"] == {"n": 1}

@@ -218,6 +218,29 @@ async def test_run_start_refused_when_job_paused(store: Store, t0: datetime) -> 
     assert (await get_run(store, run.id)).started_at is None
 
 
+async def test_run_start_rechecks_the_job_for_a_retry_claimed_ahead(
+    store: Store, t0: datetime
+) -> None:
+    """A run already started when its job was paused is not skipped; if it then fails and is
+    retried, its next attempt — claimed ahead — must not start while the job is paused."""
+    first = await running_run(store, t0, "j")
+    job_ref = JobRef(first.run.tenant, id=first.run.job_id)
+    await store.job_set_status(JobSetStatusParams(job_ref, JobStatus.PAUSED, now=t0 + s(0.5)))
+    assert (await get_run(store, first.run.id)).state is RunState.RUNNING
+    retry = completion(
+        first,
+        outcome=AttemptOutcome.FAILED,
+        next_state=RunState.SCHEDULED,
+        available_at=t0 + s(10),
+    )
+    assert await complete(store, t0 + s(1), retry) == [True]
+
+    for c in await claim(store, t0 + s(5), lookahead=10):  # a store may also refuse to claim
+        assert c.run.id == first.run.id
+        assert c.run.started_at is None
+        assert not await store.run_start(RunStartParams(c.run.id, c.run.token, now=t0 + s(10)))
+
+
 async def test_run_start_of_a_manual_run_allowed_on_paused_job(store: Store, t0: datetime) -> None:
     job = await make_job(store, "j", next_fire_at=None)
     manual, _ = await store.run_trigger(RunTriggerParams(ref(job), now=t0 + s(1)))

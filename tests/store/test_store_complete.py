@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
 
 from storekit import (
@@ -294,8 +295,6 @@ async def test_the_same_completion_twice_in_one_batch(store: Store, t0: datetime
 
 async def test_completion_of_an_unknown_run(store: Store, t0: datetime) -> None:
     claimed = await running_run(store, t0, "j")
-    from dataclasses import replace
-
     ghost = replace(completion(claimed), run_id=uuid.uuid4())
     assert await complete(store, t0 + s(1), ghost) == [False]
     assert (await get_run(store, claimed.run.id)).state is RunState.RUNNING
@@ -362,3 +361,44 @@ async def test_completion_without_completes_job_leaves_the_job(store: Store, t0:
     job, claimed = await _one_shot(store, t0)
     assert await complete(store, t0 + s(1), completion(claimed)) == [True]
     assert (await get_job(store, job.id)).status is JobStatus.ACTIVE
+
+
+# --- handing an attempt back (refund_attempt) ------------------------------------------------
+
+
+async def test_a_refunded_attempt_does_not_count(store: Store, t0: datetime) -> None:
+    """A claimed-ahead run handed back at shutdown: its attempt is not charged, so the run
+    keeps its whole budget."""
+    await scheduled_run(store, t0 + s(5), "j", retry=RetryPolicy(max_attempts=2))
+    claimed = await claim_one(store, t0, lookahead=5)
+    assert claimed.run.attempt == 1
+    handed_back = completion(
+        claimed,
+        outcome=AttemptOutcome.CANCELLED,
+        next_state=RunState.SCHEDULED,
+        refund_attempt=True,
+    )
+    assert await complete(store, t0 + s(1), handed_back) == [True]
+    run = await get_run(store, claimed.run.id)
+    assert run.state is RunState.SCHEDULED
+    assert run.attempt == 0
+    assert run.available_at == t0 + s(5)
+
+    again = await claim_one(store, t0 + s(5), worker="w-2")
+    assert again.run.attempt == 1
+    # one lost attempt of two: retried, not dead
+    reaped = await store.leases_reap(LeasesReapParams(now=t0 + s(5 + LEASE + 1)))
+    assert (reaped.rescheduled, reaped.dead) == (1, 0)
+
+
+async def test_a_stale_refund_changes_nothing(store: Store, t0: datetime) -> None:
+    claimed = await running_run(store, t0, "j")
+    stale = completion(
+        claimed,
+        token=claimed.run.token - 1,
+        outcome=AttemptOutcome.CANCELLED,
+        next_state=RunState.SCHEDULED,
+        refund_attempt=True,
+    )
+    assert await complete(store, t0 + s(1), stale) == [False]
+    assert await get_run(store, claimed.run.id) == claimed.run

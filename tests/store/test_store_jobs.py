@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,10 +29,12 @@ from storekit import (
     make_job,
     materialize,
     ref,
+    running_run,
     s,
     scheduled_run,
 )
 
+from duetime import _json
 from duetime._types import (
     DeliveryMode,
     JobStatus,
@@ -48,6 +52,7 @@ from duetime.store.base import (
     JobRef,
     JobSetStatusParams,
     RunStartParams,
+    RunTriggerParams,
 )
 
 # --- upsert and get ----------------------------------------------------------------------------
@@ -153,8 +158,6 @@ async def test_reupsert_with_equivalent_schedule_keeps_next_fire_at_and_pending_
         seen.append(stored)
         return original_equivalent(stored)
 
-    from dataclasses import replace
-
     job, created = await store.job_upsert(replace(params, equivalent=equivalent))
 
     assert created is False
@@ -207,8 +210,6 @@ async def test_reupsert_with_changed_schedule_replaces_it_and_skips_pending_runs
 async def test_changed_schedule_leaves_manual_runs_and_other_jobs_alone(
     store: Store, t0: datetime
 ) -> None:
-    from duetime.store.base import RunTriggerParams
-
     job = await make_job(store, "j", next_fire_at=t0)
     other = await scheduled_run(store, t0, "other")
     manual, _ = await store.run_trigger(RunTriggerParams(ref(job), now=t0))
@@ -416,6 +417,7 @@ async def test_cancel_marks_pending_runs_cancelled(store: Store, t0: datetime) -
     runs = {r.scheduled_for: r for r in await list_runs(store, job_id=job.id)}
     assert runs[t0 + s(2)].state is RunState.CANCELLED
     assert runs[t0 + s(1)].state is RunState.CANCELLED
+    assert runs[t0 + s(2)].reason is not None  # says why
     assert runs[t0 + s(1)].token > ahead2.run.token
     assert not await store.run_start(RunStartParams(ahead2.run.id, ahead2.run.token, now=t0 + s(1)))
     assert runs[t0].state is RunState.RUNNING
@@ -506,8 +508,6 @@ async def test_delete_removes_the_job_and_its_runs(store: Store, t0: datetime) -
 
 
 async def test_delete_removes_attempts_and_skips_too(store: Store, t0: datetime) -> None:
-    from storekit import running_run
-
     claimed = await running_run(store, t0, "j")
     assert await complete(store, t0 + s(1), completion(claimed)) == [True]
     await store.job_delete(JobRef(TENANT, id=claimed.run.job_id))
@@ -518,6 +518,41 @@ async def test_delete_removes_attempts_and_skips_too(store: Store, t0: datetime)
         assert await store.attempts_list(TENANT, claimed.run.id) == []
 
 
+# --- round trips -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"s": "nul\x00byte"}, id="nul-char"),
+        pytest.param({"f": 1e20, "g": 7.205759403792155e16}, id="big-floats"),
+        pytest.param([1.5e300, -2.5e-300, 0.1], id="float-extremes"),
+        pytest.param({"i": 2**63 - 1, "n": -(2**63)}, id="int64"),
+        pytest.param({"u": "ünïcødé ✓ 𝄞", "e": "", "q": '"\\/'}, id="text"),
+    ],
+)
+async def test_payload_round_trips_exactly(store: Store, t0: datetime, payload) -> None:
+    """Payloads are JSON: what goes in comes out — same values, same types — in the job, its
+    scheduled runs and its triggered runs."""
+    job = await make_job(store, "j", next_fire_at=t0, payload=payload)
+    await materialize(store, t0)
+    manual, _ = await store.run_trigger(
+        RunTriggerParams(ref(job), payload=_json.dumps(payload), now=t0)
+    )
+    (scheduled,) = [r for r in await list_runs(store, job_id=job.id) if r.id != manual.id]
+    for got in (
+        (await get_job(store, job.id)).payload,
+        (await get_run(store, scheduled.id)).payload,
+        (await get_run(store, manual.id)).payload,
+    ):
+        assert got == payload
+        assert _canonical(got) == _canonical(payload)  # types too: a float stays a float
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
 # --- round trips (property) -----------------------------------------------------------------------
 
 _text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=20)
@@ -525,7 +560,8 @@ _json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**53), max_value=2**53)
-    | st.floats(allow_nan=False, allow_infinity=False, width=64)
+    # |x| < 1e15: larger floats are covered by test_payload_round_trips_exactly
+    | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
     | _text,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
     max_leaves=12,

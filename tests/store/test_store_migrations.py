@@ -23,6 +23,8 @@ import duetime.store.base as store_base
 from duetime.errors import SchemaError
 from duetime.store import SCHEMA_VERSION, Store
 
+pytestmark = pytest.mark.fresh_database
+
 HERE = Path(__file__).parent
 UPDATE_ENV = "DUETIME_UPDATE_SCHEMA_SNAPSHOT"
 

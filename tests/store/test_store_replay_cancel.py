@@ -21,11 +21,13 @@ from storekit import (
     scheduled_run,
 )
 
-from duetime._types import AttemptOutcome, RetryPolicy, RunState
+from duetime._types import AttemptOutcome, JobStatus, RetryPolicy, RunState
 from duetime.errors import Conflict, NotFound
 from duetime.store import Store
 from duetime.store.base import (
     ClaimedRun,
+    JobRef,
+    JobSetStatusParams,
     LeasesReapParams,
     RunCancelParams,
     RunReplayParams,
@@ -169,6 +171,7 @@ async def test_cancel_a_scheduled_run(store: Store, t0: datetime) -> None:
     cancelled = await cancel(store, run.id, t0)
     assert cancelled.id == run.id
     assert cancelled.state is RunState.CANCELLED
+    assert cancelled.reason is not None  # says why
     assert cancelled.token > run.token
     assert cancelled.finished_at == t0
     assert await get_run(store, run.id) == cancelled
@@ -228,9 +231,6 @@ async def test_cancel_of_a_finished_run_conflicts(
 
 
 async def test_cancel_of_a_skipped_run_conflicts(store: Store, t0: datetime) -> None:
-    from duetime._types import JobStatus
-    from duetime.store.base import JobRef, JobSetStatusParams
-
     run = await scheduled_run(store, t0 + s(5), "j")
     await store.job_set_status(
         JobSetStatusParams(JobRef(TENANT, id=run.job_id), JobStatus.PAUSED, now=t0)

@@ -245,14 +245,33 @@ def test_dst_table(expr: str, tz: str, after: str, expected: list[Row]) -> None:
         ("30 * * * *", "America/New_York", "11-03 05:30", ["11-03 06:30", "11-03 07:30"]),
     ],
 )
-def test_starting_inside_a_transition(
-    expr: str, tz: str, after: str, expected: list[str]
-) -> None:
+def test_starting_inside_a_transition(expr: str, tz: str, after: str, expected: list[str]) -> None:
     assert [row[0] for row in table(expr, tz, after, len(expected))] == expected
 
 
 def test_local_time_is_in_the_zone() -> None:
-    occ = next(CronExpression.parse("*/15 * * * *", "America/New_York").iter_after(utc("11-03 06:10")))
+    occ = next(
+        CronExpression.parse("*/15 * * * *", "America/New_York").iter_after(utc("11-03 06:10"))
+    )
     assert occ.local.isoformat() == "2024-11-03T01:15:00-05:00"
     assert occ.local.fold == 1
     assert occ.instant.tzinfo is UTC
+
+
+def test_a_seven_hour_fold() -> None:
+    """Antarctica/Vostok set its clock back 7 h (+07 → +00) at 1994-01-31 17:00Z: a wildcard job
+    started just before sees 17:00-23:00 twice; a fixed-time job does not fire again."""
+    after = datetime(1994, 1, 31, 15, 0, tzinfo=UTC)  # 22:00 +07, an hour before
+    hourly = CronExpression.parse("0 * * * *", "Antarctica/Vostok")
+    got = [(o.instant.hour, o.local.hour, o.dst_note) for o in islice(hourly.iter_after(after), 9)]
+    assert got == [
+        (16, 23, PASS1),
+        *[(h, h, PASS2) for h in range(17, 24)],
+        (0, 0, None),
+    ]
+    fixed = CronExpression.parse("0 22 * * *", "Antarctica/Vostok")
+    assert fixed.next_after(after) == datetime(1994, 2, 1, 22, 0, tzinfo=UTC)
+    late = CronExpression.parse("0 23 * * *", "Antarctica/Vostok")
+    occ = next(late.iter_after(after))
+    assert (occ.instant, occ.dst_note) == (datetime(1994, 1, 31, 16, 0, tzinfo=UTC), FIRST)
+    assert late.next_after(occ.instant) == datetime(1994, 2, 1, 23, 0, tzinfo=UTC)

@@ -233,6 +233,10 @@ def test_never_firing_expression_parses_and_has_no_next() -> None:
         "none of the chosen months has a 31st"
     )
     assert CronExpression.parse("0 0 31W 2 *").next_after(JAN1) is None
+    # the fallback, for whatever the heuristics cannot explain
+    assert CronExpression.parse("0 0 * 2 */1").never_fires_reason() == (
+        "no occurrence in the next 50 years"
+    )
 
 
 def test_parse_is_cached_frozen_and_hashable() -> None:
@@ -269,7 +273,8 @@ def test_next_after_is_strict_and_accepts_any_zone() -> None:
     in_paris = noon.astimezone(CronExpression.parse("0 0 * * *", "Europe/Paris").zone)
     result = cron.next_after(in_paris)
     assert result == noon + timedelta(days=1)
-    assert result is not None and result.tzinfo is UTC
+    assert result is not None
+    assert result.tzinfo is UTC
 
 
 def test_naive_after_is_refused() -> None:

@@ -105,6 +105,11 @@ def show_instant(value: datetime | None) -> str:
     return format_instant(value.replace(microsecond=0))
 
 
+def show_local(value: datetime) -> str:
+    """A local time for tables: ISO 8601 with its offset, to the second."""
+    return value.replace(microsecond=0).isoformat()
+
+
 def show_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "-"

@@ -22,6 +22,7 @@ from duetime.cli._output import (
     print_fields,
     print_table,
     show_instant,
+    show_local,
     show_seconds,
     to_jsonable,
 )
@@ -59,7 +60,9 @@ def _job_summary(job: Job) -> list[tuple[str, Any]]:
 
 @jobs.command("add")
 def add(
-    name: Annotated[str, typer.Argument(help="Job name (unique within the tenant).")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Job name (unique within the tenant).")
+    ],
     task: Annotated[str, typer.Option("--task", help="Task the job runs.")],
     cron: Annotated[
         str | None, typer.Option("--cron", help="Cron expression, e.g. '*/5 * * * *' (in --tz).")
@@ -271,7 +274,7 @@ def show(
     typer.echo("")
     print_table(
         ["UTC", "local", "DST"],
-        [(show_instant(o.instant), o.local.isoformat(), o.dst_note) for o in fires],
+        [(show_instant(o.instant), show_local(o.local), o.dst_note) for o in fires],
         title="next fires",
         empty="next fires: none",
     )

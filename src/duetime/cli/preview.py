@@ -10,7 +10,13 @@ import typer
 
 from duetime._types import Schedule, ScheduleKind
 from duetime.cli._common import JsonOption, fail, print_json
-from duetime.cli._output import occurrence_jsonable, parse_instant, print_table, show_instant
+from duetime.cli._output import (
+    occurrence_jsonable,
+    parse_instant,
+    print_table,
+    show_instant,
+    show_local,
+)
 from duetime.cli._root import cli
 from duetime.errors import DuetimeError
 from duetime.schedules import preview as preview_schedule
@@ -65,7 +71,7 @@ def preview(
     print_table(
         ["#", "UTC", f"local ({tz})", "DST"],
         [
-            (i, show_instant(o.instant), o.local.isoformat(), o.dst_note)
+            (i, show_instant(o.instant), show_local(o.local), o.dst_note)
             for i, o in enumerate(occurrences, 1)
         ],
         empty="no fire instants",

@@ -227,7 +227,7 @@ REPLAY_BATCH = 1000
 def replay(
     run_ids: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[RUN_ID]...", help="Dead runs to replay.", show_default=False),
+        typer.Argument(metavar="RUN_ID", help="Dead runs to replay.", show_default=False),
     ] = None,
     job: Annotated[
         str | None,

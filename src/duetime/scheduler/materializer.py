@@ -74,4 +74,3 @@ class Materializer:
                     "scheduler tick failed (%d in a row); retrying in %.1fs", failures, delay
                 )
             await wait_or_stop(stop, delay)
-

@@ -78,8 +78,10 @@ _FIELD_COUNT_HELP = (
     "expected 5 (minute hour day-of-month month day-of-week) or 6 (with leading seconds)"
 )
 _MONTH_NAMES = tuple(calendar.month_name)
-# The largest fold any zone has had is 2 h (Antarctica/Troll); look a bit further.
-_FOLD_LOOKAHEAD = timedelta(hours=3)
+# How far ahead a wildcard job looks for the clock being set back. Folds in the tz database
+# since 1970 reach 3 h (Antarctica/Casey, yearly until 2023) and once 7 h (Antarctica/Vostok,
+# 1994); a day covers them all and costs nothing unless a transition is that close.
+_FOLD_LOOKAHEAD = timedelta(days=1)
 # Arbitrary start for the template iterator; every use sets its own start.
 _TEMPLATE_START = datetime(2000, 1, 1)
 
@@ -137,7 +139,7 @@ def _value_problem(index: int, text: str) -> str | None:
             return f"{number} is out of range {rng[0]}-{rng[-1]}"
         return None
     name = text.upper()
-    if index == _MONTH and name in SYMBOLIC_MONTHS or index == _DOW and name in SYMBOLIC_DAYS:
+    if (index == _MONTH and name in SYMBOLIC_MONTHS) or (index == _DOW and name in SYMBOLIC_DAYS):
         return None
     if text == "":
         return "a number is missing"
@@ -489,4 +491,3 @@ def _ordinal(n: int) -> str:
 def parse_cron(expr: str, tz: str = "UTC") -> CronExpression:
     """Alias of :meth:`CronExpression.parse`."""
     return CronExpression.parse(expr, tz)
-

@@ -386,4 +386,3 @@ class Worker:
     @property
     def in_flight(self) -> int:
         return len(self._inflight)
-

@@ -292,6 +292,7 @@ class PostgresStore:
                     job_id=old.id,
                     state=str(RunState.SKIPPED),
                     reason="schedule_changed",
+                    include_manual=False,
                     now=now,
                 )
             values = job_values(params, old.id, schedule, next_fire_at)
@@ -322,7 +323,7 @@ class PostgresStore:
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
             current = _rows.job_from_row(await self._job_row(conn, params.job, lock=True), _C)
-            allowed_from = STATUS_MOVES[params.status]
+            allowed_from = STATUS_MOVES.get(params.status, frozenset())
             if current.status is params.status:
                 return current
             if current.status not in allowed_from:
@@ -346,6 +347,7 @@ class PostgresStore:
                     job_id=current.id,
                     state=str(state),
                     reason=reason,
+                    include_manual=params.status is JobStatus.CANCELLED,
                     now=now,
                 )
             return _rows.job_from_row(row, _C)
@@ -487,7 +489,11 @@ class PostgresStore:
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
         if not params.completions:
             return []
-        cs = params.completions
+        # one row per (run, token): a repeat in the same batch is refused like a late repeat
+        first: dict[tuple[uuid.UUID, int], int] = {}
+        for index, c in enumerate(params.completions):
+            first.setdefault((c.run_id, c.token), index)
+        cs = [params.completions[i] for i in sorted(first.values())]
         async with self._read() as conn:
             rows = await self._all(
                 conn,
@@ -508,8 +514,11 @@ class PostgresStore:
                 completes_job=[c.completes_job for c in cs],
                 refund_attempt=[c.refund_attempt for c in cs],
             )
-        applied = {r["run_id"]: r["applied"] for r in rows}
-        return [bool(applied.get(c.run_id)) for c in cs]
+        applied = {(r["run_id"], r["token"]): r["applied"] for r in rows}
+        return [
+            index == first[(c.run_id, c.token)] and bool(applied.get((c.run_id, c.token)))
+            for index, c in enumerate(params.completions)
+        ]
 
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         async with self._tx() as conn:
@@ -650,7 +659,7 @@ class PostgresStore:
 
     async def worker_register(self, worker: WorkerInfo) -> None:
         async with self._tx() as conn:
-            now = self._fixed_now(None)
+            now = worker.heartbeat_at
             await self._exec(
                 conn,
                 "worker_upsert",

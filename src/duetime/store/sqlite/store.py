@@ -276,6 +276,7 @@ class SQLiteStore:
                     job_id=old.id,
                     state=RunState.SKIPPED,
                     reason="schedule_changed",
+                    include_manual=False,
                     now=now,
                 )
             values = job_values(params, old.id, schedule, next_fire_at)
@@ -306,7 +307,7 @@ class SQLiteStore:
         now = self._now(params.now)
         async with self._tx() as conn:
             current = _rows.job_from_row(await self._job_row(conn, params.job), _C)
-            allowed_from = STATUS_MOVES[params.status]
+            allowed_from = STATUS_MOVES.get(params.status, frozenset())
             if current.status is params.status:
                 return current
             if current.status not in allowed_from:
@@ -327,7 +328,13 @@ class SQLiteStore:
             if params.status in PENDING_END_STATE:
                 state, reason = PENDING_END_STATE[params.status]
                 await self._exec(
-                    conn, "runs_end_pending", job_id=current.id, state=state, reason=reason, now=now
+                    conn,
+                    "runs_end_pending",
+                    job_id=current.id,
+                    state=state,
+                    reason=reason,
+                    include_manual=params.status is JobStatus.CANCELLED,
+                    now=now,
                 )
             return _rows.job_from_row(row, _C)
 

@@ -1,10 +1,12 @@
 -- duetime schema v1 (PostgreSQL).
+-- Payloads and metadata are `json`, not `jsonb`: they come back exactly as sent (float
+-- spelling, key order, \u0000 escapes), which jsonb does not promise.
 CREATE TABLE jobs (
     id              uuid PRIMARY KEY,
     tenant          text NOT NULL,
     name            text NOT NULL,
     task            text NOT NULL,
-    payload         jsonb NOT NULL,
+    payload         json NOT NULL,
     schedule_kind   text NOT NULL CHECK (schedule_kind IN ('now', 'at', 'cron', 'every')),
     cron            text,
     tz              text NOT NULL DEFAULT 'UTC',
@@ -24,7 +26,7 @@ CREATE TABLE jobs (
     delivery        text NOT NULL,
     queue           text NOT NULL DEFAULT 'default',
     tags            jsonb NOT NULL DEFAULT '[]',
-    metadata        jsonb NOT NULL DEFAULT '{}',
+    metadata        json NOT NULL DEFAULT '{}',
     partition_key   smallint NOT NULL CHECK (partition_key BETWEEN 0 AND 255),
     next_fire_at    timestamptz,
     created_at      timestamptz NOT NULL,
@@ -40,7 +42,7 @@ CREATE TABLE runs (
     job_name           text NOT NULL,
     task               text NOT NULL,
     queue              text NOT NULL,
-    payload            jsonb NOT NULL,
+    payload            json NOT NULL,
     scheduled_for      timestamptz NOT NULL,
     available_at       timestamptz NOT NULL,
     state              text NOT NULL CHECK (state IN ('scheduled', 'running', 'succeeded', 'dead', 'cancelled', 'skipped')),

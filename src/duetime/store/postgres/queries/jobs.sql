@@ -5,18 +5,18 @@ INSERT INTO jobs (
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
     partition_key, next_fire_at, created_at, updated_at
 ) VALUES (
-    %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::jsonb, %(schedule_kind)s, %(cron)s,
+    %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::json, %(schedule_kind)s, %(cron)s,
     %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
     %(backoff_base)s, %(backoff_factor)s, %(backoff_cap)s, %(timeout_s)s, %(misfire_policy)s,
     %(misfire_grace_s)s, %(overlap_policy)s, %(delivery)s, %(queue)s, %(tags)s::jsonb,
-    %(metadata)s::jsonb, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s
+    %(metadata)s::json, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
 UPDATE jobs SET
-    task = %(task)s, payload = %(payload)s::jsonb, schedule_kind = %(schedule_kind)s,
+    task = %(task)s, payload = %(payload)s::json, schedule_kind = %(schedule_kind)s,
     cron = %(cron)s, tz = %(tz)s, at_instant = %(at_instant)s, every_us = %(every_us)s,
     anchor = %(anchor)s, status = %(status)s, priority = %(priority)s,
     max_attempts = %(max_attempts)s, backoff_base = %(backoff_base)s,
@@ -24,7 +24,7 @@ UPDATE jobs SET
     timeout_s = %(timeout_s)s, misfire_policy = %(misfire_policy)s,
     misfire_grace_s = %(misfire_grace_s)s, overlap_policy = %(overlap_policy)s,
     delivery = %(delivery)s, queue = %(queue)s, tags = %(tags)s::jsonb,
-    metadata = %(metadata)s::jsonb, next_fire_at = %(next_fire_at)s, updated_at = %(now)s
+    metadata = %(metadata)s::json, next_fire_at = %(next_fire_at)s, updated_at = %(now)s
 WHERE id = %(id)s
 RETURNING *;
 

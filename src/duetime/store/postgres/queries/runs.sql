@@ -8,7 +8,7 @@ INSERT INTO runs (
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at
 )
-SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::jsonb, i.scheduled_for,
+SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
        i.request_hash, %(now)s
@@ -47,7 +47,7 @@ LIMIT %(limit)s;
 -- name: runs_end_pending
 UPDATE runs SET state = %(state)s, reason = %(reason)s, finished_at = %(now)s,
     token = token + 1, lease_owner = NULL, lease_expires_at = NULL
-WHERE job_id = %(job_id)s AND trigger = 'schedule'
+WHERE job_id = %(job_id)s AND (trigger = 'schedule' OR %(include_manual)s)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
 -- name: runs_claim
@@ -57,6 +57,12 @@ picked AS (
     WHERE runs.state = 'scheduled'
       AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
       AND runs.task = ANY(%(tasks)s::text[])
+      AND EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.id = runs.job_id
+            AND (jobs.status IN ('active', 'completed')
+                 OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+      )
     ORDER BY runs.priority DESC, runs.available_at
     LIMIT %(limit)s
     FOR UPDATE OF runs SKIP LOCKED
@@ -73,8 +79,12 @@ RETURNING r.*;
 -- name: run_start
 UPDATE runs SET started_at = coalesce(%(now)s::timestamptz, clock_timestamp())
 WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND started_at IS NULL
-  AND (trigger = 'manual'
-       OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND jobs.status = 'active'))
+  AND EXISTS (
+      SELECT 1 FROM jobs
+      WHERE jobs.id = runs.job_id
+        AND (jobs.status IN ('active', 'completed')
+             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+  )
 RETURNING id;
 
 -- name: runs_heartbeat
@@ -88,7 +98,7 @@ RETURNING r.id;
 -- name: runs_complete
 -- The fenced end of a batch of attempts, one statement: runs still `running` with the
 -- attempt's token take the outcome; every attempt is recorded (`stale` where refused); one-shot
--- jobs whose run ended become `completed`.
+-- jobs whose run ended become `completed`. The caller sends each (run, token) once.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
     SELECT * FROM unnest(
@@ -110,12 +120,12 @@ done AS (
         last_error_class = i.error_class, last_error_message = i.error_message
     FROM input i, t
     WHERE r.id = i.run_id AND r.token = i.token AND r.state = 'running'
-    RETURNING r.id, r.job_id
+    RETURNING r.id, r.job_id, i.token
 ),
 completed_jobs AS (
     UPDATE jobs j SET status = 'completed', next_fire_at = NULL, updated_at = t.now
     FROM done d, input i, t
-    WHERE j.id = d.job_id AND i.run_id = d.id AND i.completes_job
+    WHERE j.id = d.job_id AND i.run_id = d.id AND i.token = d.token AND i.completes_job
       AND i.next_state <> 'scheduled' AND j.status IN ('active', 'paused')
 ),
 recorded AS (
@@ -126,14 +136,17 @@ recorded AS (
     SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
            i.started_at, t.now, CASE WHEN d.id IS NULL THEN 'stale' ELSE i.outcome END,
            i.error_class, i.error_message
-    FROM input i JOIN runs r ON r.id = i.run_id CROSS JOIN t LEFT JOIN done d ON d.id = i.run_id
+    FROM input i JOIN runs r ON r.id = i.run_id CROSS JOIN t
+    LEFT JOIN done d ON d.id = i.run_id AND d.token = i.token
     ON CONFLICT (run_id, token) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
         started_at = coalesce(attempts.started_at, excluded.started_at),
         error_class = excluded.error_class, error_message = excluded.error_message
+    -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
+    WHERE attempts.outcome IN ('lost', 'cancelled')
 )
-SELECT i.run_id, d.id IS NOT NULL AS applied
-FROM input i LEFT JOIN done d ON d.id = i.run_id;
+SELECT i.run_id, i.token, d.id IS NOT NULL AS applied
+FROM input i LEFT JOIN done d ON d.id = i.run_id AND d.token = i.token;
 
 -- name: leases_expired
 SELECT * FROM runs

@@ -28,10 +28,11 @@ LIMIT :limit;
 
 -- name: runs_end_pending
 -- Not-yet-started runs of a job (scheduled, or claimed ahead but not started) → skipped or
--- cancelled; the token bump fences any worker holding one of them.
+-- cancelled; the token bump fences any worker holding one of them. Manual runs are ended too
+-- when the job is cancelled (a paused job's manual triggers still run).
 UPDATE runs SET state = :state, reason = :reason, finished_at = :now, token = token + 1,
     lease_owner = NULL, lease_expires_at = NULL
-WHERE job_id = :job_id AND trigger = 'schedule'
+WHERE job_id = :job_id AND (trigger = 'schedule' OR :include_manual)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
 -- name: runs_claim
@@ -43,6 +44,12 @@ WHERE id IN (
     SELECT id FROM runs
     WHERE state = 'scheduled' AND available_at <= :until
       AND task IN (SELECT value FROM json_each(:tasks))
+      AND EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.id = runs.job_id
+            AND (jobs.status IN ('active', 'completed')
+                 OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+      )
     ORDER BY priority DESC, available_at
     LIMIT :limit
 )
@@ -51,8 +58,12 @@ RETURNING *;
 -- name: run_start
 UPDATE runs SET started_at = :now
 WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
-  AND (trigger = 'manual'
-       OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND jobs.status = 'active'));
+  AND EXISTS (
+      SELECT 1 FROM jobs
+      WHERE jobs.id = runs.job_id
+        AND (jobs.status IN ('active', 'completed')
+             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+  );
 
 -- name: run_heartbeat
 UPDATE runs SET lease_expires_at = :lease_expires_at
@@ -81,7 +92,9 @@ FROM runs WHERE id = :run_id
 ON CONFLICT (run_id, token) DO UPDATE SET
     outcome = excluded.outcome, finished_at = excluded.finished_at,
     started_at = coalesce(attempts.started_at, excluded.started_at),
-    error_class = excluded.error_class, error_message = excluded.error_message;
+    error_class = excluded.error_class, error_message = excluded.error_message
+-- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
+WHERE attempts.outcome IN ('lost', 'cancelled');
 
 -- name: leases_expired
 SELECT * FROM runs
