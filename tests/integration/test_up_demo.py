@@ -1,0 +1,62 @@
+"""`duetime up --demo` as a newcomer runs it: within 20 s at least five successes, a retry and a
+dead letter are printed; running it again on the same database is safe."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def watch_demo(db: Path, seconds: float) -> tuple[str, int]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("DUETIME_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "duetime", "up", "--demo", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    output = b""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                output += chunk
+                text = output.decode()
+                if text.count("✓") >= 5 and "↻" in text and "✗" in text:
+                    break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=40)
+    return (output + rest).decode(), proc.returncode
+
+
+def test_demo_shows_successes_a_retry_and_a_dead_letter_within_20_seconds(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    first, code = watch_demo(db, 20)
+    assert code == 0, first
+    head = first.split("demo jobs:")[1]
+    assert head.count("✓") >= 5, first
+    assert "↻" in head, first
+    assert "✗" in head and "dead-letter queue" in head, first
+
+    again, code = watch_demo(db, 20)
+    assert code == 0, again
+    assert "Traceback" not in again
+    assert again.count("✓") >= 5, again
+    assert "↻" in again and "✗" in again, again
