@@ -36,7 +36,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
