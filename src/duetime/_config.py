@@ -37,14 +37,19 @@ class Settings:
     payload_limit: int = 64 * 1024
     shutdown_grace: float = 30.0
     retention_days: float = 90.0
+    leader_ttl: float = 15.0
+    """How long a leadership lasts unless renewed (renewed every third of it)."""
     worker_stale_after: float = 60.0
     """A worker that has not heartbeated for this long no longer counts as serving its tasks."""
+    http_allow_hosts: str = ""
+    """Where HTTP targets may send, comma-separated IPs, CIDRs, host names or ``public``; empty
+    means public addresses only. Link-local addresses are never allowed (docs/webhooks.md)."""
 
     def __post_init__(self) -> None:
         positive = (
             "lease_ttl heartbeat_interval reaper_interval scheduler_tick worker_lookahead "
             "worker_poll_interval backoff_base backoff_factor backoff_cap shutdown_grace "
-            "retention_days worker_stale_after"
+            "retention_days worker_stale_after leader_ttl"
         ).split()
         for name in positive:
             if not getattr(self, name) > 0:

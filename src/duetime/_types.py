@@ -154,6 +154,8 @@ class Job:
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    target: dict[str, JSON] | None = None
+    """Where a run is sent when it is not a Python task: ``{"type": "http", "url": …}``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,8 @@ class Run:
     last_error_message: str | None
     replays: int
     created_at: datetime
+    target: dict[str, JSON] | None = None
+    """The job's target when the run was created (None for a Python task)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +223,57 @@ class WorkerInfo:
     queues: tuple[str, ...]
     started_at: datetime
     heartbeat_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A running duetime process: its roles (``scheduler``, ``worker``, ``api``) and liveness."""
+
+    id: str
+    host: str
+    pid: int
+    roles: tuple[str, ...]
+    partitions: str | None
+    started_at: datetime
+    heartbeat_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """Who leads, in which term, until when (database clock)."""
+
+    node_id: str
+    term: int
+    elected_at: datetime
+    expires_at: datetime
+
+
+class ApiRole(enum.StrEnum):
+    """What an API key may do: ``viewer`` reads; ``operator`` also writes within its tenant
+    (remote workers included); ``admin`` also acts on any tenant and manages keys."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+    def allows(self, needed: ApiRole) -> bool:
+        order = (ApiRole.VIEWER, ApiRole.OPERATOR, ApiRole.ADMIN)
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key as stored: the secret itself is never kept, only its SHA-256 hash."""
+
+    id: uuid.UUID
+    tenant: str
+    role: ApiRole
+    name: str
+    prefix: str
+    """The first characters of the secret (``dt_AbCd…``), to recognise a key in listings."""
+    created_at: datetime
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

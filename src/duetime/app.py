@@ -13,7 +13,8 @@ import asyncio
 import enum
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -25,7 +26,9 @@ from duetime._types import (
     DeliveryMode,
     Job,
     JobStatus,
+    Leadership,
     MisfirePolicy,
+    NodeInfo,
     Occurrence,
     OverlapPolicy,
     Page,
@@ -36,7 +39,8 @@ from duetime._types import (
     ScheduleKind,
 )
 from duetime.errors import NotFound, ValidationError
-from duetime.maintenance.reaper import LeaseReaper
+from duetime.leadership import Elector, NodePresence, new_node_id
+from duetime.maintenance import LeaseReaper, MaintenanceManager
 from duetime.registration import JobSpec, build_upsert, request_hash
 from duetime.scheduler.materializer import Materializer
 from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
@@ -46,6 +50,8 @@ from duetime.store.base import (
     JobListParams,
     JobRef,
     JobSetStatusParams,
+    JobsInsertManyParams,
+    JobUpsertParams,
     PlannedSkip,
     RunCancelParams,
     RunListParams,
@@ -82,6 +88,23 @@ def _enum_value(kind: type[E], value: object, field: str) -> E:
     except ValueError:
         allowed = ", ".join(str(v) for v in kind)  # type: ignore[attr-defined]
         raise ValidationError(field, f"{value!r} is not one of: {allowed}") from None
+
+
+_SPEC_FIELDS = frozenset(f.name for f in dataclass_fields(JobSpec))
+
+
+def _spec_from_mapping(item: Mapping[str, Any]) -> JobSpec:
+    if not isinstance(item, Mapping):
+        raise ValidationError("spec", "must be a JobSpec or a mapping of its fields")
+    unknown = sorted(set(item) - _SPEC_FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "is not a job field")
+    if "name" not in item:
+        raise ValidationError("name", "is required")
+    values = dict(item)
+    if "tags" in values and values["tags"] is not None:
+        values["tags"] = tuple(values["tags"])
+    return JobSpec(**values)
 
 
 def _run_id(run: str | uuid.UUID) -> uuid.UUID:
@@ -180,7 +203,8 @@ class AsyncApp:
         self,
         name: str,
         *,
-        task: str,
+        task: str | None = None,
+        target: dict[str, Any] | None = None,
         cron: str | None = None,
         at: datetime | timedelta | None = None,
         every: timedelta | float | None = None,
@@ -203,7 +227,9 @@ class AsyncApp:
     ) -> Job:
         """Create the job ``name`` of this tenant, or update it if it exists.
 
-        Exactly one of ``cron`` (with ``tz``), ``at`` (a datetime with offset, or a delay),
+        Either ``task`` (a registered function's name) or ``target`` (``{"type": "http", "url":
+        …, "method": "POST", "headers": {…}, "timeout": 30}``: each run is sent to that URL as
+        a signed webhook, see docs/webhooks.md). Exactly one of ``cron`` (with ``tz``), ``at`` (a datetime with offset, or a delay),
         ``every`` (interval, from ``anchor``, default now) or ``now=True``. Updating with an
         unchanged schedule keeps its next fire instant; a changed schedule takes effect from
         its next occurrence (runs not yet started are skipped). Raises ValidationError.
@@ -211,6 +237,7 @@ class AsyncApp:
         spec = JobSpec(
             name=name,
             task=task,
+            target=target,
             cron=cron,
             at=at,
             every=every,
@@ -249,7 +276,7 @@ class AsyncApp:
                 "exactly_once needs PostgreSQL; SQLite cannot "
                 "commit a handler's writes with the run's completion",
             )
-        await self._check_task(spec.task, allow_unregistered)
+        await self._check_task(params.task, allow_unregistered)
         job, _ = await self.store.job_upsert(params)
         return job
 
@@ -264,6 +291,68 @@ class AsyncApp:
                 f"unknown task {task!r}: no worker has registered it (start a worker "
                 "that serves it first, or pass allow_unregistered=True)",
             )
+
+    async def schedule_many(
+        self,
+        specs: Iterable[JobSpec | Mapping[str, Any]],
+        *,
+        allow_unregistered: bool = False,
+        batch_size: int = 10_000,
+    ) -> int:
+        """Create many jobs at once (bulk registration); return how many were created.
+
+        Each spec is a :class:`~duetime.registration.JobSpec` or a mapping of its fields
+        (``{"name": …, "task": …, "cron": …}``), validated like :meth:`schedule`. A name that
+        exists already is left as it is: bulk registration only creates (use :meth:`schedule`
+        to change a job). Specs are written in transactions of ``batch_size`` while the next
+        batch is validated. An invalid spec raises ValidationError naming it (``specs[3].cron``);
+        nothing of its batch is written, earlier batches are."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError("batch_size", f"must be a whole number >= 1, got {batch_size!r}")
+        now = self.clock.now()
+        checked: set[str] = set()
+        batch: list[JobUpsertParams] = []
+        created = 0
+        writing: asyncio.Future[int] | None = None
+        try:
+            for index, item in enumerate(specs):
+                params = self._bulk_params(index, item, now)
+                if params.task is not None and params.task not in checked:
+                    try:
+                        await self._check_task(params.task, allow_unregistered)
+                    except ValidationError as exc:
+                        raise ValidationError(f"specs[{index}].{exc.field}", exc.reason) from None
+                    checked.add(params.task)
+                batch.append(params)
+                if len(batch) >= batch_size:
+                    if writing is not None:
+                        created += await writing
+                    writing = asyncio.ensure_future(
+                        self.store.jobs_insert_many(JobsInsertManyParams(batch))
+                    )
+                    batch = []
+                elif index % 1000 == 999:
+                    await asyncio.sleep(0)  # let the batch being written stream meanwhile
+        finally:
+            if writing is not None:
+                created += await writing
+        if batch:
+            created += await self.store.jobs_insert_many(JobsInsertManyParams(batch))
+        return created
+
+    def _bulk_params(
+        self, index: int, item: JobSpec | Mapping[str, Any], now: datetime
+    ) -> JobUpsertParams:
+        try:
+            spec = item if isinstance(item, JobSpec) else _spec_from_mapping(item)
+            params = build_upsert(
+                spec, tenant=self.tenant, settings=self.settings, now=now, create_only=True
+            )
+            if params.delivery is DeliveryMode.EXACTLY_ONCE and self.store.dialect == "sqlite":
+                raise ValidationError("delivery", "exactly_once needs PostgreSQL")
+        except ValidationError as exc:
+            raise ValidationError(f"specs[{index}].{exc.field}", exc.reason) from None
+        return params
 
     async def get(self, job: str | uuid.UUID) -> Job:
         return await self.store.job_get(_ref(self.tenant, job))
@@ -411,6 +500,11 @@ class AsyncApp:
     async def cancel_run(self, run_id: str | uuid.UUID) -> Run:
         return await self.store.run_cancel(RunCancelParams(self.tenant, _run_id(run_id)))
 
+    async def webhook_secret(self) -> str:
+        """This tenant's webhook signing secret (created on first use): receivers of HTTP
+        targets verify ``Duetime-Signature`` with it (docs/webhooks.md)."""
+        return await self.store.tenant_secret(self.tenant)
+
     # --- schedules ------------------------------------------------------------------------
 
     def preview(
@@ -455,9 +549,40 @@ class AsyncApp:
     def reaper(self) -> LeaseReaper:
         return LeaseReaper(self.store, self.settings)
 
-    async def run_scheduler(self, stop: asyncio.Event) -> None:
-        """The scheduler role: materializer plus (until leader election exists) the reaper."""
-        await _supervise(stop, self.materializer().run(stop), self.reaper().run(stop))
+    def node_loops(
+        self,
+        stop: asyncio.Event,
+        *,
+        roles: Sequence[str],
+        partitions: tuple[int, int] | None = None,
+    ) -> list[Coroutine[Any, Any, None]]:
+        """The loops of one duetime process with these ``roles``: node presence always; with
+        ``scheduler``, also leader election, the leader-only maintenance duties and the
+        materializer (for ``partitions``, default all). The worker loop is :meth:`worker`."""
+        node_id = new_node_id()
+        span = None if partitions is None else f"{partitions[0]}-{partitions[1]}"
+        loops = [
+            NodePresence(
+                self.store, node_id, roles, interval=self.settings.heartbeat_interval,
+                partitions=span,
+            ).run(stop)
+        ]
+        if "scheduler" in roles:
+            elector = Elector(self.store, node_id, ttl=self.settings.leader_ttl)
+            maintenance = MaintenanceManager(self.store, self.settings, lambda: elector.fence)
+            loops += [elector.run(stop), maintenance.run(stop),
+                      self.materializer(partitions).run(stop)]
+        return loops
+
+    async def run_scheduler(
+        self, stop: asyncio.Event, partitions: tuple[int, int] | None = None
+    ) -> None:
+        """The scheduler role until ``stop``: materializer, election, leader-only duties."""
+        await _supervise(stop, *self.node_loops(stop, roles=("scheduler",), partitions=partitions))
+
+    async def nodes(self) -> tuple[list[NodeInfo], Leadership | None]:
+        """Live nodes (as last heartbeated) and the current leadership."""
+        return await self.store.nodes_list(), await self.store.leader_get()
 
 
 async def _supervise(stop: asyncio.Event, *loops: Coroutine[Any, Any, None]) -> None:
@@ -551,6 +676,10 @@ class App:
         """See :meth:`AsyncApp.schedule`."""
         return self._call(lambda: self.aio.schedule(name, **kwargs))
 
+    def schedule_many(self, specs: Iterable[JobSpec | Mapping[str, Any]], **kwargs: Any) -> int:
+        """See :meth:`AsyncApp.schedule_many`."""
+        return self._call(lambda: self.aio.schedule_many(specs, **kwargs))
+
     def get(self, job: str | uuid.UUID) -> Job:
         return self._call(lambda: self.aio.get(job))
 
@@ -594,6 +723,9 @@ class App:
 
     def cancel_run(self, run_id: str | uuid.UUID) -> Run:
         return self._call(lambda: self.aio.cancel_run(run_id))
+
+    def webhook_secret(self) -> str:
+        return self._call(self.aio.webhook_secret)
 
     def preview(self, cron: str, **kwargs: Any) -> list[Occurrence]:
         return self.aio.preview(cron, **kwargs)

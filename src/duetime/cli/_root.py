@@ -14,4 +14,4 @@ cli = typer.Typer(
 )
 
 # Command modules register themselves on import.
-from duetime.cli import jobs, preview, runs, serve  # noqa: E402,F401
+from duetime.cli import bulk, jobs, nodes, preview, runs, serve  # noqa: E402,F401

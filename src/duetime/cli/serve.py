@@ -109,8 +109,7 @@ def scheduler(
         _install_signals(stop)
         async with _app_for(db, None, migrate=None) as app:
             log.info("scheduler started (%s)", app.store.dialect)
-            materializer = app.materializer(span)
-            await _gather(stop, materializer.run(stop), app.reaper().run(stop))
+            await _gather(stop, *app.node_loops(stop, roles=("scheduler",), partitions=span))
 
     run_async(go)
 
@@ -154,7 +153,7 @@ def worker(
         async with async_app:
             w = async_app.worker(tasks=task or None)
             log.info("worker %s serving %s", w.id, ", ".join(w.tasks))
-            await w.run(stop)
+            await _gather(stop, *async_app.node_loops(stop, roles=("worker",)), w.run(stop))
 
     try:
         run_async(go)
@@ -195,7 +194,7 @@ def up(
                 on_complete=_print_completion if demo else None,
             )
             await _gather(
-                stop, async_app.materializer().run(stop), async_app.reaper().run(stop), w.run(stop)
+                stop, *async_app.node_loops(stop, roles=("scheduler", "worker")), w.run(stop)
             )
 
     try:

@@ -1,7 +1,7 @@
 """The lease reaper: runs whose worker stopped heartbeating go back to the queue (or die).
 
-Until leader election exists every scheduler runs it; the store's conditional updates (and
-SKIP LOCKED on PostgreSQL) make concurrent reapers safe: each expired lease is reaped once.
+A leader-only duty (see ``manager.py``); the store's conditional updates (and SKIP LOCKED on
+PostgreSQL) would make concurrent reapers safe anyway: each expired lease is reaped once.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
-from duetime.store.base import LeasesReapParams, ReapResult, Store
+from duetime.store.base import LeaderFence, LeasesReapParams, ReapResult, Store
 
 log = logging.getLogger("duetime.reaper")
 
@@ -22,11 +22,11 @@ class LeaseReaper:
         self.settings = settings
         self.batch = batch
 
-    async def run_once(self) -> ReapResult:
-        """Reap every expired lease, in batches."""
+    async def run_once(self, fence: LeaderFence | None = None) -> ReapResult:
+        """Reap every expired lease, in batches (only while ``fence`` leads, if given)."""
         rescheduled = dead = 0
         while True:
-            result = await self.store.leases_reap(LeasesReapParams(limit=self.batch))
+            result = await self.store.leases_reap(LeasesReapParams(limit=self.batch, leader=fence))
             rescheduled += result.rescheduled
             dead += result.dead
             if result.rescheduled + result.dead < self.batch:

@@ -13,12 +13,16 @@ from typing import Any, Protocol
 
 from duetime import _json
 from duetime._types import (
+    ApiKey,
+    ApiRole,
     Attempt,
     AttemptOutcome,
     DeliveryMode,
     Job,
     JobStatus,
+    Leadership,
     MisfirePolicy,
+    NodeInfo,
     OverlapPolicy,
     RetryPolicy,
     Run,
@@ -95,6 +99,12 @@ def schedule_from_row(row: Row, c: Codec) -> Schedule:
     )
 
 
+def _target(row: Row, c: Codec) -> Any:
+    """The ``target`` column (JSON, NULL for Python tasks)."""
+    value = row["target"]
+    return None if value is None else c.json(value)
+
+
 def job_from_row(row: Row, c: Codec) -> Job:
     return Job(
         id=c.uuid(row["id"]),
@@ -123,6 +133,7 @@ def job_from_row(row: Row, c: Codec) -> Job:
         next_fire_at=c.instant(row["next_fire_at"]),
         created_at=_required(c, row["created_at"]),
         updated_at=_required(c, row["updated_at"]),
+        target=_target(row, c),
     )
 
 
@@ -154,6 +165,7 @@ def run_from_row(row: Row, c: Codec) -> Run:
         last_error_message=row["last_error_message"],
         replays=row["replays"],
         created_at=_required(c, row["created_at"]),
+        target=_target(row, c),
     )
 
 
@@ -207,6 +219,40 @@ def worker_from_row(row: Row, c: Codec) -> WorkerInfo:
         queues=tuple(c.json(row["queues"])),
         started_at=_required(c, row["started_at"]),
         heartbeat_at=_required(c, row["heartbeat_at"]),
+    )
+
+
+def node_from_row(row: Row, c: Codec) -> NodeInfo:
+    return NodeInfo(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        roles=tuple(c.json(row["roles"])),
+        partitions=row["partitions"],
+        started_at=_required(c, row["started_at"]),
+        heartbeat_at=_required(c, row["heartbeat_at"]),
+    )
+
+
+def leadership_from_row(row: Row, c: Codec) -> Leadership:
+    return Leadership(
+        node_id=row["node_id"],
+        term=row["term"],
+        elected_at=_required(c, row["elected_at"]),
+        expires_at=_required(c, row["expires_at"]),
+    )
+
+
+def api_key_from_row(row: Row, c: Codec) -> ApiKey:
+    return ApiKey(
+        id=c.uuid(row["id"]),
+        tenant=row["tenant"],
+        role=ApiRole(row["role"]),
+        name=row["name"],
+        prefix=row["prefix"],
+        created_at=_required(c, row["created_at"]),
+        revoked_at=c.instant(row["revoked_at"]),
+        last_used_at=c.instant(row["last_used_at"]),
     )
 
 

@@ -5,6 +5,7 @@ Values are Python objects (datetime, UUID, str); each store encodes them for its
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from datetime import datetime
 from typing import Any
@@ -57,7 +58,13 @@ def job_values(
         "metadata": _json.dumps(params.metadata),
         "partition_key": params.partition,
         "next_fire_at": next_fire_at,
+        "target": None if params.target is None else _json.dumps(params.target),
     }
+
+
+def new_webhook_secret() -> str:
+    """A fresh per-tenant webhook signing secret (256 random bits, hex)."""
+    return secrets.token_hex(32)
 
 
 def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> dict[str, Any]:
@@ -82,6 +89,7 @@ def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> di
         "trigger": str(RunTrigger.SCHEDULE),
         "idempotency_key": None,
         "request_hash": None,
+        "target": None if job.target is None else _json.dumps(job.target),
     }
 
 

@@ -26,7 +26,11 @@ from duetime._types import (
     DeliveryMode,
     Job,
     JobStatus,
+    ApiKey,
+    ApiRole,
+    Leadership,
     MisfirePolicy,
+    NodeInfo,
     OverlapPolicy,
     Page,
     RetryPolicy,
@@ -76,6 +80,8 @@ class JobUpsertParams:
     partition: int
     job_id: uuid.UUID = field(default_factory=uuid.uuid4)
     create_only: bool = False
+    target: dict[str, JSON] | None = None
+    """A validated non-Python target (``{"type": "http", …}``); copied onto each run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +203,8 @@ class RunsClaimParams:
     lease_ttl: float
     lookahead: float
     now: datetime | None = None
+    tenant: str | None = None
+    """Only runs of this tenant (remote workers act for one tenant); None: every tenant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,13 +269,41 @@ class RunsCompleteParams:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderFence:
+    """A leader-only write happens only while ``node_id`` holds an unexpired ``term``."""
+
+    node_id: str
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
 class LeasesReapParams:
     """Runs whose lease expired: their attempt is recorded ``lost`` and the token bumped; the
     run goes back to ``scheduled`` (available now) or, out of attempts or ``at_most_once``,
-    to ``dead``."""
+    to ``dead``. With ``leader`` set, nothing happens unless that term still leads."""
 
     limit: int = 1000
     now: datetime | None = None
+    leader: LeaderFence | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectParams:
+    """Take the leadership if it is free or expired, or renew ours, for ``ttl`` seconds."""
+
+    node_id: str
+    ttl: float
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPruneParams:
+    """Delete up to ``limit`` finished runs (with their attempts) that ended before ``before``,
+    and skip records created before it. Leader-only when ``leader`` is set."""
+
+    before: datetime
+    limit: int = 1000
+    leader: LeaderFence | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +344,67 @@ class RunCancelParams:
     now: datetime | None = None
 
 
+# --- bulk -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobsInsertManyParams:
+    """Create many jobs in one transaction (the bulk registration path).
+
+    Each entry is a validated :class:`JobUpsertParams` (``equivalent`` and ``create_only`` are
+    ignored). A job whose (tenant, name) already exists — in the database or earlier in
+    ``jobs`` — is left as it is: bulk registration only creates. PostgreSQL streams the rows
+    with COPY into a staging table; SQLite uses one ``executemany``."""
+
+    jobs: Sequence[JobUpsertParams]
+    now: datetime | None = None
+    """``created_at``/``updated_at`` of the new jobs; default: the store's clock."""
+
+
+# --- api keys ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyCreateParams:
+    """Store a new key. Only the SHA-256 hex digest of its secret is kept (``key_hash``,
+    unique) and its first characters (``prefix``) to recognise it."""
+
+    tenant: str
+    role: ApiRole
+    name: str
+    prefix: str
+    key_hash: str
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyListParams:
+    tenant: str | None = None
+    """None: the keys of every tenant."""
+    include_revoked: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRevokeParams:
+    """Revoke a key (idempotent: a revoked key keeps its first ``revoked_at``). NotFound
+    unless it exists (within ``tenant``, when given)."""
+
+    id: uuid.UUID
+    tenant: str | None = None
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyTouchParams:
+    """Record that a key was used, at most once per ``every`` seconds (one write per key per
+    interval, not one per request)."""
+
+    id: uuid.UUID
+    every: float = 60.0
+    now: datetime | None = None
+
+
 # --- the protocol -----------------------------------------------------------------------------
 
 
@@ -343,6 +440,11 @@ class Store(Protocol):
     async def job_set_status(self, params: JobSetStatusParams) -> Job: ...
     async def job_delete(self, ref: JobRef) -> None: ...
 
+    # bulk
+    async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
+        """Insert the jobs whose names are new; return how many were inserted."""
+        ...
+
     # runs
     async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult: ...
     async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]: ...
@@ -358,11 +460,35 @@ class Store(Protocol):
 
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult: ...
     async def run_get(self, tenant: str, run_id: uuid.UUID) -> Run: ...
+    async def run_get_claimed(self, tenant: str, run_id: uuid.UUID) -> ClaimedRun:
+        """The run with what executing and completing it needs (retry policy, timeout,
+        delivery, one-shot): for remote workers, which complete over HTTP. NotFound."""
+        ...
+
     async def runs_list(self, params: RunListParams) -> Page[Run]: ...
     async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]: ...
     async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]: ...
     async def run_cancel(self, params: RunCancelParams) -> Run: ...
     async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]: ...
+
+    async def history_prune(self, params: HistoryPruneParams) -> int:
+        """Returns how many runs were deleted (0 when not the leader)."""
+        ...
+
+    # leadership and nodes
+    async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:
+        """The leadership if this node holds it after the call, else None."""
+        ...
+
+    async def leader_resign(self, fence: LeaderFence) -> None: ...
+    async def leader_get(self) -> Leadership | None: ...
+    async def node_register(self, node: NodeInfo) -> None: ...
+    async def node_heartbeat(self, node_id: str, now: datetime | None = None) -> None: ...
+    async def node_unregister(self, node_id: str) -> None: ...
+    async def nodes_list(self) -> list[NodeInfo]: ...
+    async def nodes_prune(self, before: datetime) -> int:
+        """Forget nodes and workers whose last heartbeat is older than ``before``."""
+        ...
 
     # workers
     async def worker_register(self, worker: WorkerInfo) -> None:
@@ -375,3 +501,22 @@ class Store(Protocol):
     async def tasks_known(self, tasks: Sequence[str]) -> set[str]:
         """The subset of ``tasks`` that some worker has ever declared."""
         ...
+
+    # tenants
+    async def tenant_secret(self, tenant: str) -> str:
+        """The tenant's webhook signing secret; the tenant's row (with a random secret) is
+        created on first use. Safe to call concurrently: every caller gets the same secret."""
+        ...
+
+    # api keys
+    async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey: ...
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        """The unrevoked key whose secret hashes to ``key_hash``, else None."""
+        ...
+
+    async def api_keys_list(self, params: ApiKeyListParams) -> list[ApiKey]:
+        """Oldest first."""
+        ...
+
+    async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey: ...
+    async def api_key_touch(self, params: ApiKeyTouchParams) -> None: ...

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -25,6 +26,8 @@ from duetime._types import (
     Attempt,
     Job,
     JobStatus,
+    Leadership,
+    NodeInfo,
     Page,
     Run,
     RunState,
@@ -38,16 +41,21 @@ from duetime.store._values import (
     PENDING_END_STATE,
     STATUS_MOVES,
     job_values,
+    new_webhook_secret,
     planned_run_values,
     trigger_run_values,
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
     ClaimedRun,
+    HistoryPruneParams,
     JobListParams,
     JobRef,
     JobSetStatusParams,
+    JobsInsertManyParams,
     JobUpsertParams,
+    LeaderElectParams,
+    LeaderFence,
     LeasesReapParams,
     MaterializeResult,
     PlannedSkip,
@@ -71,7 +79,7 @@ _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
 _RUN_COLUMNS = (
     "id job_id tenant job_name task queue payload scheduled_for available_at priority "
     "max_attempts backoff_base backoff_factor backoff_cap timeout_s delivery one_shot trigger "
-    "idempotency_key request_hash"
+    "idempotency_key request_hash target"
 ).split()
 
 
@@ -357,6 +365,26 @@ class PostgresStore:
             row = await self._job_row(conn, ref, lock=True)
             await self._exec(conn, "job_delete", id=row["id"])
 
+    # --- bulk -----------------------------------------------------------------------------
+
+    async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
+        if not params.jobs:
+            return 0
+        rows = [job_values(p, p.job_id, p.schedule, p.next_fire_at) for p in params.jobs]
+        names = [*rows[0], "status", "created_at", "updated_at"]
+        copy_sql = sql.SQL(cast(LiteralString, _Q["jobs_bulk_copy"])).format(
+            columns=sql.SQL(", ").join(sql.Identifier(n) for n in names)
+        )
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            await conn.execute(cast(LiteralString, _Q["jobs_bulk_stage"]))
+            async with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+                for values in rows:
+                    await copy.write_row(
+                        (*[_encode(v) for v in values.values()], "active", now, now)
+                    )
+            return await self._exec(conn, "jobs_bulk_insert")
+
     # --- runs: materialize, trigger -------------------------------------------------------
 
     async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult:
@@ -523,6 +551,8 @@ class PostgresStore:
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
+            if not await self._holds(conn, params.leader, now):
+                return ReapResult(0, 0)
             rows = await self._all(conn, "leases_expired", now=now, limit=params.limit)
             if not rows:
                 return ReapResult(0, 0)
@@ -655,6 +685,88 @@ class PostgresStore:
             rows = await self._all(conn, "skips_list", tenant=tenant, job_id=job_id)
         return [_rows.skip_from_row(r, _C) for r in rows]
 
+    # --- leadership, nodes, retention ------------------------------------------------------
+
+    async def _holds(
+        self, conn: psycopg.AsyncConnection[Any], fence: LeaderFence | None, now: datetime
+    ) -> bool:
+        """Inside a transaction: True if ``fence`` still leads; locks the leader row (FOR
+        SHARE) so a takeover waits until this transaction ends."""
+        if fence is None:
+            return True
+        row = await self._one(conn, "leader_hold", node_id=fence.node_id, term=fence.term, now=now)
+        return row is not None
+
+    async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:
+        async with self._read() as conn:
+            row = await self._one(
+                conn,
+                "leader_elect",
+                node_id=params.node_id,
+                ttl=params.ttl,
+                now=self._fixed_now(params.now),
+            )
+        return None if row is None else _rows.leadership_from_row(row, _C)
+
+    async def leader_resign(self, fence: LeaderFence) -> None:
+        async with self._read() as conn:
+            await self._exec(
+                conn,
+                "leader_resign",
+                node_id=fence.node_id,
+                term=fence.term,
+                now=self._fixed_now(None),
+            )
+
+    async def leader_get(self) -> Leadership | None:
+        async with self._read() as conn:
+            row = await self._one(conn, "leader_get")
+        return None if row is None else _rows.leadership_from_row(row, _C)
+
+    async def node_register(self, node: NodeInfo) -> None:
+        async with self._read() as conn:
+            await self._exec(
+                conn,
+                "node_upsert",
+                id=node.id,
+                host=node.host,
+                pid=node.pid,
+                roles=_json.dumps(list(node.roles)),
+                partitions=node.partitions,
+                started_at=node.started_at,
+                now=node.heartbeat_at,
+            )
+
+    async def node_heartbeat(self, node_id: str, now: datetime | None = None) -> None:
+        async with self._read() as conn:
+            await self._exec(conn, "node_heartbeat", id=node_id, now=self._fixed_now(now))
+
+    async def node_unregister(self, node_id: str) -> None:
+        async with self._read() as conn:
+            await self._exec(conn, "node_delete", id=node_id)
+
+    async def nodes_list(self) -> list[NodeInfo]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "nodes_list")
+        return [_rows.node_from_row(r, _C) for r in rows]
+
+    async def nodes_prune(self, before: datetime) -> int:
+        async with self._tx() as conn:
+            nodes = await self._exec(conn, "nodes_prune", before=before)
+            workers = await self._exec(conn, "workers_prune", before=before)
+        return nodes + workers
+
+    async def history_prune(self, params: HistoryPruneParams) -> int:
+        async with self._tx() as conn:
+            now = await self._now(conn, None)
+            if not await self._holds(conn, params.leader, now):
+                return 0
+            runs = await self._exec(
+                conn, "history_prune_runs", before=params.before, limit=params.limit
+            )
+            await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
+        return runs
+
     # --- workers --------------------------------------------------------------------------
 
     async def worker_register(self, worker: WorkerInfo) -> None:
@@ -693,3 +805,19 @@ class PostgresStore:
         async with self._read() as conn:
             rows = await self._all(conn, "tasks_known", tasks=list(tasks))
         return {r["task"] for r in rows}
+
+    # --- tenants --------------------------------------------------------------------------
+
+    async def tenant_secret(self, tenant: str) -> str:
+        async with self._read() as conn:
+            row = await self._one(conn, "tenant_secret_get", tenant=tenant)
+            if row is None:
+                await self._exec(
+                    conn,
+                    "tenant_secret_insert",
+                    tenant=tenant,
+                    secret=new_webhook_secret(),
+                    now=self._fixed_now(None),
+                )
+                row = await self._one(conn, "tenant_secret_get", tenant=tenant)
+        return str(row["webhook_secret"])

@@ -25,6 +25,8 @@ from duetime._types import (
     Attempt,
     Job,
     JobStatus,
+    Leadership,
+    NodeInfo,
     Page,
     Run,
     RunState,
@@ -38,16 +40,21 @@ from duetime.store._values import (
     PENDING_END_STATE,
     STATUS_MOVES,
     job_values,
+    new_webhook_secret,
     planned_run_values,
     trigger_run_values,
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
     ClaimedRun,
+    HistoryPruneParams,
     JobListParams,
     JobRef,
     JobSetStatusParams,
+    JobsInsertManyParams,
     JobUpsertParams,
+    LeaderElectParams,
+    LeaderFence,
     LeasesReapParams,
     MaterializeResult,
     PlannedSkip,
@@ -343,6 +350,27 @@ class SQLiteStore:
             row = await self._job_row(conn, ref)
             await self._exec(conn, "job_delete", id=row["id"])
 
+    # --- bulk -----------------------------------------------------------------------------
+
+    async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
+        if not params.jobs:
+            return 0
+        now = to_micros(self._now(params.now))
+        extra = {"status": "active", "created_at": now, "updated_at": now}
+        rows = [
+            {**_params(job_values(p, p.job_id, p.schedule, p.next_fire_at)), **extra}
+            for p in params.jobs
+        ]
+        names = list(rows[0])
+        statement = _Q["jobs_bulk_insert"].format(
+            columns=", ".join(names), values=", ".join(f":{n}" for n in names)
+        )
+        async with self._tx() as conn:
+            cursor = await conn.executemany(statement, rows)
+            inserted = cursor.rowcount
+            await cursor.close()
+        return inserted
+
     # --- runs: materialize, trigger -------------------------------------------------------
 
     async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult:
@@ -502,6 +530,8 @@ class SQLiteStore:
         now = self._now(params.now)
         rescheduled = dead = 0
         async with self._tx() as conn:
+            if not await self._holds(conn, params.leader, now):
+                return ReapResult(0, 0)
             rows = await self._all(conn, "leases_expired", now=now, limit=params.limit)
             for row in rows:
                 claimed = _rows.claimed_from_row(row, _C)
@@ -630,6 +660,82 @@ class SQLiteStore:
             rows = await self._all(conn, "skips_list", tenant=tenant, job_id=job_id)
         return [_rows.skip_from_row(r, _C) for r in rows]
 
+    # --- leadership, nodes, retention ------------------------------------------------------
+
+    async def _holds(
+        self, conn: aiosqlite.Connection, fence: LeaderFence | None, now: datetime
+    ) -> bool:
+        if fence is None:
+            return True
+        row = await self._one(conn, "leader_holds", node_id=fence.node_id, term=fence.term, now=now)
+        return row is not None
+
+    async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            row = await self._one(
+                conn,
+                "leader_elect",
+                node_id=params.node_id,
+                now=now,
+                expires_at=now + timedelta(seconds=params.ttl),
+            )
+        return None if row is None else _rows.leadership_from_row(row, _C)
+
+    async def leader_resign(self, fence: LeaderFence) -> None:
+        async with self._tx() as conn:
+            await self._exec(
+                conn, "leader_resign", node_id=fence.node_id, term=fence.term, now=self.clock.now()
+            )
+
+    async def leader_get(self) -> Leadership | None:
+        async with self._read() as conn:
+            row = await self._one(conn, "leader_get")
+        return None if row is None else _rows.leadership_from_row(row, _C)
+
+    async def node_register(self, node: NodeInfo) -> None:
+        async with self._tx() as conn:
+            await self._exec(
+                conn,
+                "node_upsert",
+                id=node.id,
+                host=node.host,
+                pid=node.pid,
+                roles=_json.dumps(list(node.roles)),
+                partitions=node.partitions,
+                started_at=node.started_at,
+                now=node.heartbeat_at,
+            )
+
+    async def node_heartbeat(self, node_id: str, now: datetime | None = None) -> None:
+        async with self._tx() as conn:
+            await self._exec(conn, "node_heartbeat", id=node_id, now=self._now(now))
+
+    async def node_unregister(self, node_id: str) -> None:
+        async with self._tx() as conn:
+            await self._exec(conn, "node_delete", id=node_id)
+
+    async def nodes_list(self) -> list[NodeInfo]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "nodes_list")
+        return [_rows.node_from_row(r, _C) for r in rows]
+
+    async def nodes_prune(self, before: datetime) -> int:
+        async with self._tx() as conn:
+            nodes = await self._exec(conn, "nodes_prune", before=before)
+            workers = await self._exec(conn, "workers_prune", before=before)
+        return nodes + workers
+
+    async def history_prune(self, params: HistoryPruneParams) -> int:
+        async with self._tx() as conn:
+            if not await self._holds(conn, params.leader, self.clock.now()):
+                return 0
+            runs = await self._exec(
+                conn, "history_prune_runs", before=params.before, limit=params.limit
+            )
+            await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
+        return runs
+
     # --- workers --------------------------------------------------------------------------
 
     async def worker_register(self, worker: WorkerInfo) -> None:
@@ -665,6 +771,24 @@ class SQLiteStore:
         async with self._read() as conn:
             rows = await self._all(conn, "tasks_known", tasks=_json.dumps(list(tasks)))
         return {r["task"] for r in rows}
+
+    # --- tenants --------------------------------------------------------------------------
+
+    async def tenant_secret(self, tenant: str) -> str:
+        async with self._read() as conn:
+            row = await self._one(conn, "tenant_secret_get", tenant=tenant)
+        if row is not None:
+            return str(row["webhook_secret"])
+        async with self._tx() as conn:
+            await self._exec(
+                conn,
+                "tenant_secret_insert",
+                tenant=tenant,
+                secret=new_webhook_secret(),
+                now=self.clock.now(),
+            )
+            row = await self._one(conn, "tenant_secret_get", tenant=tenant)
+        return str(row["webhook_secret"])
 
     async def exactly_once_supported(self) -> None:
         raise UnsupportedFeature("exactly_once delivery needs PostgreSQL; SQLite cannot provide it")

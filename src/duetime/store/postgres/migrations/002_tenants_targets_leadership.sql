@@ -36,6 +36,9 @@ ALTER TABLE runs ADD COLUMN progress_message text;
 ALTER TABLE runs ADD COLUMN checkpoint json;
 ALTER TABLE runs ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
 
+-- Retention prunes finished runs by age.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+
 -- One leader, elected with an expiry; its term fences leader-only writes.
 CREATE TABLE leader (
     name       text PRIMARY KEY CHECK (name = 'default'),

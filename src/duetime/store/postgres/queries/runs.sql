@@ -6,22 +6,22 @@ SELECT clock_timestamp() AS now;
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at
+    one_shot, trigger, idempotency_key, request_hash, created_at, target
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
-       i.request_hash, %(now)s
+       i.request_hash, %(now)s, i.target::json
 FROM unnest(
     %(id)s::uuid[], %(job_id)s::uuid[], %(tenant)s::text[], %(job_name)s::text[],
     %(task)s::text[], %(queue)s::text[], %(payload)s::text[], %(scheduled_for)s::timestamptz[],
     %(available_at)s::timestamptz[], %(priority)s::int[], %(max_attempts)s::int[],
     %(backoff_base)s::float8[], %(backoff_factor)s::float8[], %(backoff_cap)s::float8[],
     %(timeout_s)s::float8[], %(delivery)s::text[], %(one_shot)s::bool[], %(trigger)s::text[],
-    %(idempotency_key)s::text[], %(request_hash)s::text[]
+    %(idempotency_key)s::text[], %(request_hash)s::text[], %(target)s::text[]
 ) AS i(id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
        priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-       one_shot, trigger, idempotency_key, request_hash)
+       one_shot, trigger, idempotency_key, request_hash, target)
 ON CONFLICT DO NOTHING
 RETURNING *;
 

@@ -36,6 +36,9 @@ ALTER TABLE runs ADD COLUMN progress_message TEXT;
 ALTER TABLE runs ADD COLUMN checkpoint TEXT;
 ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
 
+-- Retention prunes finished runs by age.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+
 -- One leader, elected with an expiry; its term fences leader-only writes.
 CREATE TABLE leader (
     name       TEXT PRIMARY KEY CHECK (name = 'default'),

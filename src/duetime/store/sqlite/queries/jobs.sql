@@ -3,12 +3,12 @@ INSERT INTO jobs (
     id, tenant, name, task, payload, schedule_kind, cron, tz, at_instant, every_us, anchor,
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
-    partition_key, next_fire_at, created_at, updated_at
+    partition_key, next_fire_at, created_at, updated_at, target
 ) VALUES (
     :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
     :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
     :timeout_s, :misfire_policy, :misfire_grace_s, :overlap_policy, :delivery, :queue, :tags,
-    :metadata, :partition_key, :next_fire_at, :now, :now
+    :metadata, :partition_key, :next_fire_at, :now, :now, :target
 )
 RETURNING *;
 
@@ -20,7 +20,7 @@ UPDATE jobs SET
     backoff_factor = :backoff_factor, backoff_cap = :backoff_cap, timeout_s = :timeout_s,
     misfire_policy = :misfire_policy, misfire_grace_s = :misfire_grace_s,
     overlap_policy = :overlap_policy, delivery = :delivery, queue = :queue, tags = :tags,
-    metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now
+    metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now, target = :target
 WHERE id = :id
 RETURNING *;
 

@@ -2,11 +2,11 @@
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at
+    one_shot, trigger, idempotency_key, request_hash, created_at, target
 ) VALUES (
     :id, :job_id, :tenant, :job_name, :task, :queue, :payload, :scheduled_for, :available_at,
     'scheduled', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
-    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now
+    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now, :target
 )
 ON CONFLICT DO NOTHING
 RETURNING *;

@@ -1,0 +1,51 @@
+"""``duetime nodes``: the processes of the cluster, their roles, the leader, last heartbeats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from duetime._types import Leadership, NodeInfo
+from duetime.app import AsyncApp
+from duetime.cli._common import DbOption, JsonOption, print_json, with_app
+from duetime.cli._output import to_jsonable
+from duetime.cli._root import cli
+
+
+@cli.command()
+def nodes(db: DbOption = None, json: JsonOption = False) -> None:
+    """List nodes (roles, partitions, last heartbeat) and the current leader."""
+
+    async def body(app: AsyncApp) -> tuple[list[NodeInfo], Leadership | None]:
+        return await app.nodes()
+
+    listed, leader = with_app(db, "default", body)
+    if json:
+        print_json({"nodes": to_jsonable(listed), "leader": to_jsonable(leader)})
+        return
+    if leader is None:
+        typer.echo("leader: none")
+    else:
+        typer.echo(
+            f"leader: {leader.node_id} (term {leader.term}, until {leader.expires_at.isoformat()})"
+        )
+    if not listed:
+        typer.echo("no nodes have registered", err=True)
+        return
+    rows: list[dict[str, Any]] = []
+    for node in listed:
+        mark = "*" if leader is not None and leader.node_id == node.id else " "
+        rows.append(
+            {
+                "": mark,
+                "node": node.id,
+                "roles": ",".join(node.roles),
+                "partitions": node.partitions or "all",
+                "heartbeat": node.heartbeat_at.isoformat(timespec="seconds"),
+            }
+        )
+    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in rows[0]}
+    typer.echo("  ".join(k.ljust(w) for k, w in widths.items()))
+    for row in rows:
+        typer.echo("  ".join(str(row[k]).ljust(w) for k, w in widths.items()))

@@ -1,0 +1,75 @@
+"""Runs the leader-only duties on their intervals while this node leads.
+
+Duties: lease reaper, history retention, pruning of nodes that stopped heartbeating. Each is a
+small service with ``run_once``; the manager calls them only while ``fence()`` returns a term,
+and passes that term so their writes are refused if the leadership moved meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from duetime._aio import wait_or_stop
+from duetime._config import Settings
+from duetime.maintenance.reaper import LeaseReaper
+from duetime.maintenance.retention import RetentionPruner
+from duetime.store.base import LeaderFence, Store
+
+log = logging.getLogger("duetime.maintenance")
+
+FenceProvider = Callable[[], LeaderFence | None]
+
+
+@dataclass
+class _Duty:
+    name: str
+    interval: float
+    run_once: Callable[[LeaderFence], Awaitable[object]]
+    due_at: float = 0.0
+
+
+class MaintenanceManager:
+    def __init__(self, store: Store, settings: Settings, fence: FenceProvider) -> None:
+        self.store = store
+        self.settings = settings
+        self.fence = fence
+        reaper = LeaseReaper(store, settings)
+        retention = RetentionPruner(store, settings)
+        self.duties = [
+            _Duty("lease reaper", settings.reaper_interval, reaper.run_once),
+            _Duty("retention", 60.0, retention.run_once),
+            _Duty("node pruning", 30.0, self._prune_nodes),
+        ]
+
+    async def _prune_nodes(self, fence: LeaderFence) -> int:
+        before = await self.store.db_now() - timedelta(seconds=self.settings.worker_stale_after)
+        return await self.store.nodes_prune(before)
+
+    async def run_once(self) -> list[str]:
+        """Run every duty that is due, if we lead; returns the names of those that ran."""
+        fence = self.fence()
+        if fence is None:
+            return []
+        ran = []
+        now = time.monotonic()
+        for duty in self.duties:
+            if now < duty.due_at:
+                continue
+            duty.due_at = now + duty.interval
+            try:
+                await duty.run_once(fence)
+                ran.append(duty.name)
+            except Exception:
+                log.exception("%s failed; retrying at its next interval", duty.name)
+        return ran
+
+    async def run(self, stop: asyncio.Event) -> None:
+        tick = min(d.interval for d in self.duties)
+        while not stop.is_set():
+            await self.run_once()
+            await wait_or_stop(stop, tick)

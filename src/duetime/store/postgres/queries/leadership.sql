@@ -1,0 +1,67 @@
+-- name: leader_elect
+-- Take the leadership if it is free or expired, or renew it if we hold it. The term increases
+-- on every change of leader (never on a renewal), so it fences leader-only writes.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+INSERT INTO leader AS l (name, node_id, term, elected_at, expires_at)
+SELECT 'default', %(node_id)s, 1, t.now, t.now + make_interval(secs => %(ttl)s) FROM t
+ON CONFLICT (name) DO UPDATE SET
+    term = CASE WHEN l.node_id = excluded.node_id AND l.expires_at >= excluded.elected_at
+                THEN l.term ELSE l.term + 1 END,
+    elected_at = CASE WHEN l.node_id = excluded.node_id AND l.expires_at >= excluded.elected_at
+                      THEN l.elected_at ELSE excluded.elected_at END,
+    node_id = excluded.node_id,
+    expires_at = excluded.expires_at
+WHERE l.node_id = excluded.node_id OR l.expires_at < excluded.elected_at
+RETURNING node_id, term, elected_at, expires_at;
+
+-- name: leader_resign
+UPDATE leader SET expires_at = coalesce(%(now)s::timestamptz, clock_timestamp())
+WHERE name = 'default' AND node_id = %(node_id)s AND term = %(term)s;
+
+-- name: leader_get
+SELECT node_id, term, elected_at, expires_at FROM leader WHERE name = 'default';
+
+-- name: leader_hold
+-- Inside a leader-only transaction: lock the leader row (a takeover waits for us) and check
+-- that we still hold an unexpired term.
+SELECT 1 AS held FROM leader
+WHERE name = 'default' AND node_id = %(node_id)s AND term = %(term)s
+  AND expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
+FOR SHARE;
+
+-- name: node_upsert
+INSERT INTO nodes (id, host, pid, roles, partitions, started_at, heartbeat_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(roles)s::jsonb, %(partitions)s, %(started_at)s,
+        coalesce(%(now)s::timestamptz, clock_timestamp()))
+ON CONFLICT (id) DO UPDATE SET
+    roles = excluded.roles, partitions = excluded.partitions, heartbeat_at = excluded.heartbeat_at;
+
+-- name: node_heartbeat
+UPDATE nodes SET heartbeat_at = coalesce(%(now)s::timestamptz, clock_timestamp())
+WHERE id = %(id)s;
+
+-- name: node_delete
+DELETE FROM nodes WHERE id = %(id)s;
+
+-- name: nodes_list
+SELECT * FROM nodes ORDER BY started_at, id;
+
+-- name: nodes_prune
+DELETE FROM nodes WHERE heartbeat_at < %(before)s;
+
+-- name: workers_prune
+DELETE FROM workers WHERE heartbeat_at < %(before)s;
+
+-- name: history_prune_runs
+DELETE FROM runs WHERE id IN (
+    SELECT id FROM runs
+    WHERE finished_at IS NOT NULL AND finished_at < %(before)s
+      AND state IN ('succeeded', 'dead', 'cancelled', 'skipped')
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: history_prune_skips
+DELETE FROM run_skips WHERE ctid IN (
+    SELECT ctid FROM run_skips WHERE created_at < %(before)s LIMIT %(limit)s
+);
