@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def wait_or_stop(stop: asyncio.Event, seconds: float) -> bool:
@@ -22,3 +25,19 @@ async def first_of(*awaitables: Awaitable[object]) -> None:
     finally:
         for task in tasks:
             task.cancel()
+
+
+async def uncancellable(awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable`` to its end even if the caller is cancelled meanwhile: for work that
+    must not stop halfway (writing an attempt's outcome). A cancel that arrives is absorbed."""
+    task = asyncio.ensure_future(awaitable)
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                break
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+    return task.result()

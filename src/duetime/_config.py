@@ -36,6 +36,9 @@ class Settings:
     misfire_grace: float = 60.0
     payload_limit: int = 64 * 1024
     shutdown_grace: float = 30.0
+    startup_wait: float = 0.0
+    """How long opening the store keeps retrying, with backoff, while the database is
+    unreachable; 0 fails at once. ``duetime scheduler``/``worker``/``up`` default to 600 s."""
     retention_days: float = 90.0
     leader_ttl: float = 15.0
     """How long a leadership lasts unless renewed (renewed every third of it)."""
@@ -44,6 +47,38 @@ class Settings:
     http_allow_hosts: str = ""
     """Where HTTP targets may send, comma-separated IPs, CIDRs, host names or ``public``; empty
     means public addresses only. Link-local addresses are never allowed (docs/webhooks.md)."""
+    api_rate_limit: float = 100.0
+    """REST API requests per second per tenant, per API process (a token bucket holding one
+    second's worth); 0 turns the limit off."""
+    priority_aging: float = 60.0
+    """Seconds of waiting that raise a due run by one priority step (docs/fairness.md); 0 turns
+    aging off (strict priority)."""
+    priority_aging_cap: int = 1000
+    """The highest priority waiting can raise a run to; runs above it do not age. The default,
+    the top of the range (-1000..1000), lets every run reach the most urgent and then go oldest
+    first, so none starves."""
+    alert_webhooks: str = ""
+    """Comma-separated URLs that receive alerts (JSON, signed like webhook targets); alerts
+    always go to the log too (docs/observability.md)."""
+    alert_secret: str = ""
+    """The key alert webhooks are signed with; empty: tenant ``default``'s webhook secret."""
+    alert_interval: float = 10.0
+    """How often the leader evaluates alerts."""
+    alert_behind_after: float = 60.0
+    """``scheduler_behind`` fires when due work (a run of a served task, or an occurrence not
+    materialized) has waited longer than this."""
+    alert_stuck_factor: float = 3.0
+    """``run_stuck`` fires when a run has been running longer than this many times its job's
+    expected duration (default: the p95 of its last 20 successful runs) …"""
+    alert_stuck_min: float = 60.0
+    """… and at least this long."""
+    alert_lost_leases: int = 2
+    """``run_stuck`` also fires when a run lost its lease this many times."""
+    alert_no_worker_after: float = 30.0
+    """``no_worker`` fires when runs of a task nobody serves have been due this long."""
+    alert_dead_lookback: float = 86400.0
+    """Dead runs that died within this window are alerted (older ones when the leader first
+    starts are not)."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -63,6 +98,27 @@ class Settings:
         ):
             if not getattr(self, name) >= 1:
                 raise ValidationError(name, f"must be >= 1, got {getattr(self, name)!r}")
+        for name in (
+            "alert_interval",
+            "alert_behind_after",
+            "alert_stuck_factor",
+            "alert_no_worker_after",
+            "alert_dead_lookback",
+        ):
+            if not getattr(self, name) > 0:
+                raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
+        if not self.alert_stuck_min >= 0 or not self.alert_lost_leases >= 1:
+            raise ValidationError("alert_stuck_min", "must be >= 0 (and alert_lost_leases >= 1)")
+        if not self.priority_aging >= 0:
+            raise ValidationError("priority_aging", f"must be >= 0, got {self.priority_aging!r}")
+        if not -1000 <= self.priority_aging_cap <= 1000:
+            raise ValidationError(
+                "priority_aging_cap", f"must be -1000 to 1000, got {self.priority_aging_cap!r}"
+            )
+        if not self.api_rate_limit >= 0:
+            raise ValidationError("api_rate_limit", f"must be >= 0, got {self.api_rate_limit!r}")
+        if not self.startup_wait >= 0:
+            raise ValidationError("startup_wait", f"must be >= 0, got {self.startup_wait!r}")
         if self.scheduler_horizon < 0 or self.misfire_grace < 0:
             raise ValidationError("scheduler_horizon", "horizon and misfire grace must be >= 0")
         if self.heartbeat_interval >= self.lease_ttl:

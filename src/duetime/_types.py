@@ -6,6 +6,7 @@ Nothing here does I/O. Instants are timezone-aware ``datetime`` objects in UTC.
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -84,6 +85,20 @@ class DeliveryMode(enum.StrEnum):
     EXACTLY_ONCE = "exactly_once"
 
 
+_HASH_TERM = re.compile(r"(?<![A-Z@])H(?![A-Z])", re.IGNORECASE)
+
+
+def cron_uses_hash(cron: str | None) -> bool:
+    """Whether a cron expression has a hashed value ``H`` (names such as ``THU`` do not count)."""
+    return cron is not None and _HASH_TERM.search(cron) is not None
+
+
+def job_hash_seed(tenant: str, name: str, cron: str | None) -> str | None:
+    """What ``H`` hashes for a job: its tenant and name (joined by U+001F), or None when its
+    schedule has no ``H`` (so equal expressions stay equal schedules)."""
+    return f"{tenant}\x1f{name}" if cron_uses_hash(cron) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """When a job fires. Exactly the fields of its ``kind`` are set.
@@ -100,6 +115,9 @@ class Schedule:
     at: datetime | None = None
     every: timedelta | None = None
     anchor: datetime | None = None
+    hash_seed: str | None = None
+    """What ``H`` in a cron expression hashes (docs/fairness.md): a job's tenant and name, set
+    when a job's schedule is built or read; None hashes the expression's own text."""
 
     @property
     def one_shot(self) -> bool:
@@ -156,6 +174,22 @@ class Job:
     updated_at: datetime
     target: dict[str, JSON] | None = None
     """Where a run is sent when it is not a Python task: ``{"type": "http", "url": …}``."""
+    max_concurrency: int = 0
+    """With overlap ``allow``: runs of this job (or key) at once, 0 = unlimited; the other
+    policies run one at a time."""
+    concurrency_key: str | None = None
+    """Jobs sharing a key share one ``max_concurrency`` limit."""
+    max_backfill: int = 100
+    """With misfire policy ``backfill``: at most this many missed occurrences run."""
+    sla: float | None = None
+    """Seconds after each scheduled instant within which a run must succeed, else the leader
+    raises a ``sla_missed`` alert; None: no SLA."""
+    expected_duration: float | None = None
+    """How long a run normally takes (seconds); a run running longer than this times the
+    stuck factor is alerted. None: the p95 of the job's last 20 successful runs."""
+    jitter: float = 0.0
+    """Seconds (0 = none): each run becomes available up to this long after its scheduled
+    instant, by a stable hash of (job, occurrence); ``scheduled_for`` never moves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +226,13 @@ class Run:
     created_at: datetime
     target: dict[str, JSON] | None = None
     """The job's target when the run was created (None for a Python task)."""
+    progress: float | None = None
+    """The latest ``ctx.progress`` fraction (0..1) of its attempts, None if never reported."""
+    progress_message: str | None = None
+    checkpoint: JSON = None
+    """The latest ``ctx.checkpoint`` data; handed to the next attempt as ``ctx.last_checkpoint``."""
+    cancel_requested: bool = False
+    """A cancel was asked for while it was running; its worker sees it at the next heartbeat."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +315,36 @@ class ApiKey:
     created_at: datetime
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """A tenant's fairness settings (docs/fairness.md): None means no limit."""
+
+    tenant: str
+    max_in_flight: int | None = None
+    """Runs of the tenant running at once (claimed ahead or started), across all workers."""
+    max_starts_per_second: float | None = None
+    """Run starts per second across all workers (a token bucket of ``max(1, rate)`` starts)."""
+    weight: int = 1
+    """Its share of each claim relative to the other tenants with due runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantQueueStats:
+    """What waits and what runs, for one tenant and queue (``AsyncApp.tenant_stats``)."""
+
+    tenant: str
+    queue: str
+    due: int
+    """Runs due (available now) and not claimed."""
+    oldest_due_age: float
+    """Seconds the oldest of them has been available (0 when none is due)."""
+    in_flight: int
+    """Runs claimed and not finished (claimed ahead or started)."""
+    throttled: int
+    """Due runs held back right now by the tenant's quota (its in-flight limit is reached or
+    its start bucket is empty); 0 for a tenant without limits."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import gc
+import hashlib
+import logging
+import secrets
 import threading
+import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, TypeVar
 
 from duetime import _json
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
+from duetime._observe import ClusterStats, Incident, Timeline
 from duetime._types import (
+    ApiKey,
+    ApiRole,
     Attempt,
     DeliveryMode,
     Job,
@@ -37,16 +46,24 @@ from duetime._types import (
     RunState,
     Schedule,
     ScheduleKind,
+    TenantLimits,
+    TenantQueueStats,
 )
 from duetime.errors import NotFound, ValidationError
+from duetime.explain import Explanation, explain
 from duetime.leadership import Elector, NodePresence, new_node_id
 from duetime.maintenance import LeaseReaper, MaintenanceManager
-from duetime.registration import JobSpec, build_upsert, request_hash
+from duetime.registration import JobSpec, build_upsert, check_priority, request_hash
 from duetime.scheduler.materializer import Materializer
 from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
 from duetime.store import create_store, is_postgres_url
 from duetime.store._rows import EPOCH
 from duetime.store.base import (
+    ApiKeyCreateParams,
+    ApiKeyListParams,
+    ApiKeyRevokeParams,
+    ApiKeyTouchParams,
+    IncidentListParams,
     JobListParams,
     JobRef,
     JobSetStatusParams,
@@ -57,12 +74,17 @@ from duetime.store.base import (
     RunListParams,
     RunReplayParams,
     RunTriggerParams,
+    StatsParams,
     Store,
+    TenantLimitsSetParams,
+    TimelineParams,
 )
 from duetime.targets.python import BUILTIN_NAMES, TaskFunc, TaskRegistry
 from duetime.worker.completer import CompletionListener
+from duetime.worker.remote import RemoteWorkers
 from duetime.worker.worker import StartListener, Worker
 
+log = logging.getLogger("duetime")
 T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunc)
 E = TypeVar("E", bound=enum.Enum)
@@ -116,6 +138,14 @@ def _run_id(run: str | uuid.UUID) -> uuid.UUID:
         raise NotFound(f"run {run!r} not found (not a run id)") from None
 
 
+API_KEY_PREFIX = "dt_"
+
+
+def hash_api_key(secret: str) -> str:
+    """What the store keeps of an API key: the SHA-256 hex digest of its secret."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
 class AsyncApp:
     """duetime for async code. Use ``async with AsyncApp(url) as app:`` or ``await app.open()``.
 
@@ -143,6 +173,7 @@ class AsyncApp:
         self.registry = registry or TaskRegistry()
         self._store: Store | None = None
         self._migrate = migrate
+        self._view = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -157,21 +188,34 @@ class AsyncApp:
         if self._store is not None:
             return self
         url = self.settings.database_url
-        store = create_store(url, clock=None if is_postgres_url(url) else self.clock)
-        await store.open()
-        try:
-            migrate = self._migrate if self._migrate is not None else not is_postgres_url(url)
-            if migrate:
-                await store.migrate()
-            else:
-                await store.check_schema()
-        except BaseException:
-            await store.close()
-            raise
+        deadline = time.monotonic() + self.settings.startup_wait
+        delay = 0.25
+        while True:
+            store = create_store(url, clock=None if is_postgres_url(url) else self.clock)
+            try:
+                await store.open()
+                migrate = self._migrate if self._migrate is not None else not is_postgres_url(url)
+                if migrate:
+                    await store.migrate()
+                else:
+                    await store.check_schema()
+                break
+            except store.transient_errors as exc:
+                await store.close()
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("database unreachable (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except BaseException:
+                await store.close()
+                raise
         self._store = store
         return self
 
     async def close(self) -> None:
+        if self._view:
+            return
         if self._store is not None:
             await self._store.close()
             self._store = None
@@ -181,6 +225,20 @@ class AsyncApp:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def for_tenant(self, tenant: str) -> AsyncApp:
+        """This app acting on ``tenant``: the same open store, registry, settings and clock.
+        Cheap (the REST API makes one per request); closing it closes nothing."""
+        view = AsyncApp(
+            tenant=tenant,
+            settings=self.settings,
+            clock=self.clock,
+            registry=self.registry,
+            migrate=self._migrate,
+        )
+        view._store = self.store
+        view._view = True
+        return view
 
     # --- tasks ----------------------------------------------------------------------------
 
@@ -222,6 +280,12 @@ class AsyncApp:
         queue: str = "default",
         tags: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        concurrency_key: str | None = None,
+        max_backfill: int = 100,
+        sla: float | timedelta | None = None,
+        expected_duration: float | timedelta | None = None,
+        jitter: float | timedelta = 0.0,
         allow_unregistered: bool = False,
         create_only: bool = False,
     ) -> Job:
@@ -229,10 +293,16 @@ class AsyncApp:
 
         Either ``task`` (a registered function's name) or ``target`` (``{"type": "http", "url":
         …, "method": "POST", "headers": {…}, "timeout": 30}``: each run is sent to that URL as
-        a signed webhook, see docs/webhooks.md). Exactly one of ``cron`` (with ``tz``), ``at`` (a datetime with offset, or a delay),
-        ``every`` (interval, from ``anchor``, default now) or ``now=True``. Updating with an
-        unchanged schedule keeps its next fire instant; a changed schedule takes effect from
-        its next occurrence (runs not yet started are skipped). Raises ValidationError.
+        a signed webhook, see docs/webhooks.md). Exactly one of ``cron`` (with ``tz``), ``at``
+        (a datetime with offset, or a delay), ``every`` (interval, from ``anchor``, default
+        now) or ``now=True``. Updating with an unchanged schedule keeps its next fire instant;
+        a changed schedule takes effect from its next occurrence (runs not yet started are
+        skipped). ``sla``: seconds after each scheduled instant within which a run must
+        succeed, else the leader raises an alert; ``expected_duration``: how long a run normally
+        takes (stuck-run alerts; default: learnt from the job's history). ``priority``: -1000
+        to 1000, higher first, with aging; ``queue``: the worker pool that runs it; ``jitter``:
+        seconds each run may become available after its instant, stable per occurrence
+        (docs/fairness.md). Raises ValidationError.
         """
         spec = JobSpec(
             name=name,
@@ -255,6 +325,12 @@ class AsyncApp:
             queue=queue,
             tags=tuple(tags),
             metadata=dict(metadata or {}),
+            max_concurrency=max_concurrency,
+            concurrency_key=concurrency_key,
+            max_backfill=max_backfill,
+            sla=sla,
+            expected_duration=expected_duration,
+            jitter=jitter,
         )
         return await self.schedule_spec(
             spec, allow_unregistered=allow_unregistered, create_only=create_only
@@ -314,16 +390,18 @@ class AsyncApp:
         batch: list[JobUpsertParams] = []
         created = 0
         writing: asyncio.Future[int] | None = None
+        items = enumerate(specs)
         try:
-            for index, item in enumerate(specs):
-                params = self._bulk_params(index, item, now)
-                if params.task is not None and params.task not in checked:
-                    try:
-                        await self._check_task(params.task, allow_unregistered)
-                    except ValidationError as exc:
-                        raise ValidationError(f"specs[{index}].{exc.field}", exc.reason) from None
-                    checked.add(params.task)
-                batch.append(params)
+            while chunk := self._bulk_chunk(items, now, min(1000, batch_size - len(batch))):
+                for index, params in chunk:
+                    if params.task is not None and params.task not in checked:
+                        try:
+                            await self._check_task(params.task, allow_unregistered)
+                        except ValidationError as exc:
+                            field = f"specs[{index}].{exc.field}"
+                            raise ValidationError(field, exc.reason) from None
+                        checked.add(params.task)
+                    batch.append(params)
                 if len(batch) >= batch_size:
                     if writing is not None:
                         created += await writing
@@ -331,14 +409,26 @@ class AsyncApp:
                         self.store.jobs_insert_many(JobsInsertManyParams(batch))
                     )
                     batch = []
-                elif index % 1000 == 999:
-                    await asyncio.sleep(0)  # let the batch being written stream meanwhile
+                await asyncio.sleep(0)  # let the batch being written stream meanwhile
         finally:
             if writing is not None:
                 created += await writing
         if batch:
             created += await self.store.jobs_insert_many(JobsInsertManyParams(batch))
         return created
+
+    def _bulk_chunk(
+        self, items: Iterator[tuple[int, JobSpec | Mapping[str, Any]]], now: datetime, size: int
+    ) -> list[tuple[int, JobUpsertParams]]:
+        """Validate up to ``size`` specs. The cyclic garbage collector is paused meanwhile: the
+        params are acyclic, and its scans of a batch held in memory cost ~40% of validation."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return [(i, self._bulk_params(i, item, now)) for i, item in islice(items, size)]
+        finally:
+            if enabled:
+                gc.enable()
 
     def _bulk_params(
         self, index: int, item: JobSpec | Mapping[str, Any], now: datetime
@@ -422,12 +512,29 @@ class AsyncApp:
     ) -> Run:
         """Run the job now. With ``idempotency_key`` the same key never makes two runs (a repeat
         returns the first; the same key with another payload raises Conflict)."""
+        run, _ = await self.trigger_run(
+            job, idempotency_key=idempotency_key, payload=payload, priority=priority
+        )
+        return run
+
+    async def trigger_run(
+        self,
+        job: str | uuid.UUID,
+        *,
+        idempotency_key: str | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+    ) -> tuple[Run, bool]:
+        """:meth:`trigger`, also saying whether this call created the run (False: an earlier
+        call with the same idempotency key did, and this is its run)."""
         encoded = None
         if payload is not None:
             encoded = _json.encode_payload(payload, limit=self.settings.payload_limit)
         if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
             raise ValidationError("idempotency_key", "must be 1-200 characters")
-        run, _ = await self.store.run_trigger(
+        if priority is not None:
+            check_priority(priority)
+        return await self.store.run_trigger(
             RunTriggerParams(
                 job=_ref(self.tenant, job),
                 payload=encoded,
@@ -436,7 +543,6 @@ class AsyncApp:
                 request_hash=request_hash(payload, priority),
             )
         )
-        return run
 
     async def runs(
         self,
@@ -505,6 +611,119 @@ class AsyncApp:
         targets verify ``Duetime-Signature`` with it (docs/webhooks.md)."""
         return await self.store.tenant_secret(self.tenant)
 
+    # --- tenants: fairness limits and queue stats (docs/fairness.md) ----------------------
+
+    async def tenant_limits_set(
+        self,
+        tenant: str | None = None,
+        *,
+        max_in_flight: int | None = None,
+        max_starts_per_second: float | None = None,
+        weight: int | None = None,
+    ) -> TenantLimits:
+        """Set a tenant's (default: this one's) limits, enforced by every claim of every
+        worker: runs in flight at once, run starts per second (0 removes either limit), and
+        its weight in each claim's share. Arguments left None are kept. Returns them all."""
+        chosen = self._tenant_id(tenant)
+        if max_in_flight is not None and (
+            isinstance(max_in_flight, bool)
+            or not isinstance(max_in_flight, int)
+            or not 0 <= max_in_flight <= 1_000_000
+        ):
+            raise ValidationError(
+                "max_in_flight", "must be a whole number from 0 (no limit) to 1000000"
+            )
+        if max_starts_per_second is not None and (
+            isinstance(max_starts_per_second, bool)
+            or not isinstance(max_starts_per_second, int | float)
+            or not 0 <= max_starts_per_second <= 1_000_000
+        ):
+            raise ValidationError(
+                "max_starts_per_second", "must be a number from 0 (no limit) to 1000000"
+            )
+        if weight is not None and (
+            isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000
+        ):
+            raise ValidationError("weight", "must be a whole number from 1 to 1000")
+        return await self.store.tenant_limits_set(
+            TenantLimitsSetParams(
+                tenant=chosen,
+                max_in_flight=max_in_flight,
+                max_starts_per_second=(
+                    None if max_starts_per_second is None else float(max_starts_per_second)
+                ),
+                weight=weight,
+            )
+        )
+
+    async def tenant_limits_get(self, tenant: str | None = None) -> TenantLimits:
+        """A tenant's (default: this one's) limits; no limits and weight 1 if never set."""
+        return await self.store.tenant_limits_get(self._tenant_id(tenant))
+
+    async def tenant_limits_list(self) -> list[TenantLimits]:
+        """The limits of every tenant known to the store (by id)."""
+        return await self.store.tenant_limits_list()
+
+    async def tenant_stats(self) -> list[TenantQueueStats]:
+        """Every tenant's queues: due depth, oldest due age, in flight, throttled (a snapshot
+        of the whole cluster, by tenant then queue)."""
+        return await self.store.tenant_stats()
+
+    def _tenant_id(self, tenant: str | None) -> str:
+        chosen = self.tenant if tenant is None else tenant
+        if not isinstance(chosen, str) or not 1 <= len(chosen) <= 100 or not chosen.isprintable():
+            raise ValidationError("tenant", "must be 1-100 printable characters")
+        return chosen
+
+    # --- api keys -------------------------------------------------------------------------
+
+    async def create_key(self, role: ApiRole | str, *, name: str = "") -> tuple[ApiKey, str]:
+        """A new API key of this tenant. Returns the key and its secret (``dt_…``): the secret
+        is shown this once; the store keeps only its SHA-256 hash."""
+        chosen = _enum_value(ApiRole, role, "role")
+        if not isinstance(name, str) or len(name) > 200 or not name.isprintable():
+            raise ValidationError("name", "must be at most 200 printable characters")
+        secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
+        key = await self.store.api_key_create(
+            ApiKeyCreateParams(
+                tenant=self.tenant,
+                role=chosen,
+                name=name,
+                prefix=secret[:10],
+                key_hash=hash_api_key(secret),
+            )
+        )
+        return key, secret
+
+    async def keys(self, *, all_tenants: bool = False) -> list[ApiKey]:
+        """This tenant's API keys (or every tenant's), revoked ones included, oldest first."""
+        return await self.store.api_keys_list(
+            ApiKeyListParams(tenant=None if all_tenants else self.tenant)
+        )
+
+    async def revoke_key(self, key_id: str | uuid.UUID, *, any_tenant: bool = False) -> ApiKey:
+        """Revoke a key of this tenant (of any tenant with ``any_tenant``). NotFound."""
+        try:
+            found = key_id if isinstance(key_id, uuid.UUID) else uuid.UUID(key_id)
+        except ValueError:
+            raise NotFound(f"API key {key_id!r} not found (not a key id)") from None
+        return await self.store.api_key_revoke(
+            ApiKeyRevokeParams(id=found, tenant=None if any_tenant else self.tenant)
+        )
+
+    async def authenticate(self, secret: str) -> ApiKey | None:
+        """The unrevoked key with this secret, or None. Records its use (at most one write per
+        key per minute)."""
+        if not secret.startswith(API_KEY_PREFIX) or len(secret) > 200:
+            return None
+        key = await self.store.api_key_get_by_hash(hash_api_key(secret))
+        recent = timedelta(seconds=60)
+        if key is not None and (
+            key.last_used_at is None or self.clock.now() - key.last_used_at > recent
+        ):
+            await self.store.api_key_touch(ApiKeyTouchParams(id=key.id))
+        return key
+
     # --- schedules ------------------------------------------------------------------------
 
     def preview(
@@ -516,6 +735,14 @@ class AsyncApp:
         start = after or self.clock.now()
         validate_schedule(schedule, start)
         return preview(schedule, start, count)
+
+    async def preview_job(
+        self, job: str | uuid.UUID, *, after: datetime | None = None, count: int = 10
+    ) -> list[Occurrence]:
+        """The next ``count`` fire instants of a job's schedule strictly after ``after``
+        (default now), whatever its status: its ``H`` values are the job's own."""
+        current = await self.get(job)
+        return preview(current.schedule, after or self.clock.now(), count)
 
     async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
         """The job's next ``count`` fire instants, from its ``next_fire_at`` on."""
@@ -532,7 +759,10 @@ class AsyncApp:
         tasks: Sequence[str] | None = None,
         on_start: StartListener | None = None,
         on_complete: CompletionListener | None = None,
+        queues: Sequence[str] | None = None,
     ) -> Worker:
+        """A worker of the registered tasks (or ``tasks``), claiming runs of ``queues`` only
+        (a worker pool; default every queue)."""
         return Worker(
             self.store,
             self.registry,
@@ -541,6 +771,7 @@ class AsyncApp:
             clock=self.clock,
             on_start=on_start,
             on_complete=on_complete,
+            queues=queues,
         )
 
     def materializer(self, partitions: tuple[int, int] | None = None) -> Materializer:
@@ -548,6 +779,10 @@ class AsyncApp:
 
     def reaper(self) -> LeaseReaper:
         return LeaseReaper(self.store, self.settings)
+
+    def remote_workers(self) -> RemoteWorkers:
+        """The remote-worker protocol (claim, heartbeat, complete over HTTP), for this tenant."""
+        return RemoteWorkers(self.store, self.settings, self.tenant)
 
     def node_loops(
         self,
@@ -563,15 +798,21 @@ class AsyncApp:
         span = None if partitions is None else f"{partitions[0]}-{partitions[1]}"
         loops = [
             NodePresence(
-                self.store, node_id, roles, interval=self.settings.heartbeat_interval,
+                self.store,
+                node_id,
+                roles,
+                interval=self.settings.heartbeat_interval,
                 partitions=span,
             ).run(stop)
         ]
         if "scheduler" in roles:
             elector = Elector(self.store, node_id, ttl=self.settings.leader_ttl)
             maintenance = MaintenanceManager(self.store, self.settings, lambda: elector.fence)
-            loops += [elector.run(stop), maintenance.run(stop),
-                      self.materializer(partitions).run(stop)]
+            loops += [
+                elector.run(stop),
+                maintenance.run(stop),
+                self.materializer(partitions).run(stop),
+            ]
         return loops
 
     async def run_scheduler(
@@ -583,6 +824,83 @@ class AsyncApp:
     async def nodes(self) -> tuple[list[NodeInfo], Leadership | None]:
         """Live nodes (as last heartbeated) and the current leadership."""
         return await self.store.nodes_list(), await self.store.leader_get()
+
+    # --- observability --------------------------------------------------------------------
+
+    async def cluster_stats(self) -> ClusterStats:
+        """The whole cluster's queues now (every tenant): due, running and dead runs, expired
+        leases, overdue jobs, live workers and nodes, the leader. Metrics gauges read this."""
+        now = await self.store.db_now()
+        live_after = now - timedelta(seconds=self.settings.worker_stale_after)
+        return await self.store.stats_snapshot(StatsParams(live_after=live_after, now=now))
+
+    async def timeline(self, *, window: float = 3600.0, step: float = 60.0) -> Timeline:
+        """This tenant's activity over the last ``window`` seconds in buckets of ``step``:
+        runs succeeded and dead, attempts failed and lost, fire-lag histograms."""
+        if not 60 <= window <= 7 * 86400:
+            raise ValidationError("window", "must be from 60 seconds to 7 days")
+        if not 1 <= step <= window or window / step > 1000:
+            raise ValidationError("step", "must be at least 1 s and window/step at most 1000")
+        now = await self.store.db_now()
+        buckets = int(-(-window // step))
+        end = EPOCH + timedelta(
+            seconds=(((now - EPOCH).total_seconds() // step) + 1) * step
+        )  # the bucket holding now ends the timeline
+        since = end - timedelta(seconds=buckets * step)
+        return await self.store.stats_timeline(
+            TimelineParams(tenant=self.tenant, since=since, step=step, buckets=buckets)
+        )
+
+    async def incidents(
+        self, *, firing: bool | None = None, limit: int = 100, all_tenants: bool = False
+    ) -> list[Incident]:
+        """Alert incidents of this tenant and cluster-wide ones (every tenant's with
+        ``all_tenants``), newest first; ``firing`` True: open ones, False: resolved ones."""
+        _check_limit(limit)
+        tenants = None if all_tenants else (self.tenant, None)
+        return await self.store.incidents_list(
+            IncidentListParams(firing=firing, tenants=tenants, limit=limit)
+        )
+
+    async def explain(self, job: str | uuid.UUID, *, last: int = 10, count: int = 5) -> Explanation:
+        """Why ``job`` did or did not fire: its ``last`` occurrences, each with what happened
+        and why, and its next ``count`` fire instants (local and UTC, with DST notes)."""
+        _check_limit(last)
+        _check_limit(count)
+        current = await self.get(job)
+        now = await self.store.db_now()
+        page = await self.runs(current.id, limit=last)
+        attempts = {
+            r.id: await self.attempts(r.id)
+            for r in page.items
+            if r.attempt > 1 or r.state in (RunState.DEAD, RunState.SCHEDULED)
+        }
+        skips = sorted(await self.store.skips_list(self.tenant, current.id), key=lambda k: k.first)[
+            -last:
+        ]
+        live_after = now - timedelta(seconds=self.settings.worker_stale_after)
+        served = {
+            task
+            for worker in await self.store.workers_list()
+            if worker.heartbeat_at > live_after
+            for task in worker.tasks
+        }
+        if current.status is JobStatus.ACTIVE:
+            nexts = await self.next_fires(current.id, count)
+        elif current.status is JobStatus.PAUSED and not current.schedule.one_shot:
+            nexts = preview(current.schedule, now, count)
+        else:
+            nexts = []
+        return explain(
+            current,
+            now=now,
+            runs=page.items,
+            attempts=attempts,
+            skips=[(k.first, k.last, k.count, k.reason) for k in skips],
+            next_fires=nexts,
+            served_tasks=served,
+            limit=last,
+        )
 
 
 async def _supervise(stop: asyncio.Event, *loops: Coroutine[Any, Any, None]) -> None:
@@ -729,3 +1047,13 @@ class App:
 
     def preview(self, cron: str, **kwargs: Any) -> list[Occurrence]:
         return self.aio.preview(cron, **kwargs)
+
+    def explain(self, job: str | uuid.UUID, **kwargs: Any) -> Explanation:
+        """See :meth:`AsyncApp.explain`."""
+        return self._call(lambda: self.aio.explain(job, **kwargs))
+
+    def cluster_stats(self) -> ClusterStats:
+        return self._call(self.aio.cluster_stats)
+
+    def incidents(self, **kwargs: Any) -> list[Incident]:
+        return self._call(lambda: self.aio.incidents(**kwargs))

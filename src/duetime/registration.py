@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,13 +20,43 @@ from duetime._types import (
     RetryPolicy,
     Schedule,
     ScheduleKind,
+    job_hash_seed,
 )
 from duetime.errors import ValidationError
 from duetime.schedules import first_fire, validate_schedule
 from duetime.store.base import JobUpsertParams
+from duetime.targets.http import HTTP_TASK, validate_target
 
 PARTITIONS = 256
 MAX_NAME = 200
+PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
+"""Priorities (higher first) are whole numbers in this range (docs/fairness.md)."""
+MAX_JITTER = 3600.0
+
+
+def check_priority(value: object, field_name: str = "priority") -> int:
+    """``value`` if it is a priority, else ValidationError naming ``field_name``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not PRIORITY_MIN <= value <= PRIORITY_MAX
+    ):
+        raise ValidationError(
+            field_name, f"must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}"
+        )
+    return value
+
+
+def _jitter(value: object) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_JITTER
+    ):
+        raise ValidationError("jitter", f"must be 0 to {MAX_JITTER:g} seconds")
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +64,8 @@ class JobSpec:
     """The user's request, before validation. Exactly one of cron/at/every/now is set."""
 
     name: str
-    task: str
+    task: str | None = None
+    target: dict[str, Any] | None = None
     cron: str | None = None
     at: datetime | timedelta | None = None
     every: timedelta | float | None = None
@@ -52,6 +83,17 @@ class JobSpec:
     queue: str = "default"
     tags: tuple[str, ...] = field(default_factory=tuple)
     metadata: dict[str, Any] = field(default_factory=dict)
+    max_concurrency: int | None = None
+    """Runs at once for ``allow`` (default unlimited, 0); the others run one at a time."""
+    concurrency_key: str | None = None
+    max_backfill: int = 100
+    sla: float | timedelta | None = None
+    """Seconds after each scheduled instant within which a run must succeed (alerts)."""
+    expected_duration: float | timedelta | None = None
+    """Seconds a run normally takes (stuck-run alerts); default: learnt from history."""
+    jitter: float | timedelta = 0.0
+    """Seconds: each run becomes available up to this long after its instant (stable per
+    occurrence); its ``scheduled_for`` stays the instant."""
 
 
 def partition_of(job_id: uuid.UUID) -> int:
@@ -135,6 +177,26 @@ def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
     return policy
 
 
+def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
+    """The task a job runs under, and its validated target: a target (``{"type": "http",
+    …}``) runs under the built-in task ``duetime.http``; otherwise ``task`` names a function."""
+    if spec.target is not None:
+        if spec.task is not None and spec.task != HTTP_TASK:
+            raise ValidationError(
+                "target", f"give either task or target, not both (task {spec.task!r})"
+            )
+        return HTTP_TASK, validate_target(spec.target)
+    if spec.task == HTTP_TASK:
+        raise ValidationError(
+            "target", f"{HTTP_TASK} needs a target such as {{'type': 'http', 'url': ...}}"
+        )
+    if not isinstance(spec.task, str) or not spec.task:
+        raise ValidationError(
+            "task", "must name a task, e.g. 'billing.settle' (or give a target instead)"
+        )
+    return spec.task, None
+
+
 def build_upsert(
     spec: JobSpec, *, tenant: str, settings: Settings, now: datetime, create_only: bool = False
 ) -> JobUpsertParams:
@@ -143,8 +205,7 @@ def build_upsert(
         raise ValidationError("name", f"must be 1-{MAX_NAME} characters")
     if not spec.name.isprintable():
         raise ValidationError("name", "must contain only printable characters")
-    if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
-        raise ValidationError("priority", "must be an integer")
+    check_priority(spec.priority)
     if spec.timeout is not None and not (
         isinstance(spec.timeout, int | float) and spec.timeout > 0
     ):
@@ -160,10 +221,13 @@ def build_upsert(
         )
     if not isinstance(spec.metadata, dict):
         raise ValidationError("metadata", "must be a JSON object")
+    task, target = task_and_target(spec)
     payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)
     _json.encode_payload(spec.metadata, limit=settings.payload_limit, field="metadata")
 
     requested = _schedule(spec, now)
+    if requested.kind is ScheduleKind.CRON:  # what its H values hash (docs/fairness.md)
+        requested = replace(requested, hash_seed=job_hash_seed(tenant, spec.name, requested.cron))
     validate_schedule(requested, now)
     resolved = requested
     if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
@@ -172,7 +236,7 @@ def build_upsert(
     return JobUpsertParams(
         tenant=tenant,
         name=spec.name,
-        task=spec.task,
+        task=task,
         payload=payload,
         schedule=resolved,
         next_fire_at=first_fire(resolved, now),
@@ -190,7 +254,49 @@ def build_upsert(
         partition=partition_of(job_id),
         job_id=job_id,
         create_only=create_only,
+        target=target,
+        sla=_seconds_or_none(spec.sla, "sla"),
+        expected_duration=_seconds_or_none(spec.expected_duration, "expected_duration"),
+        jitter=_jitter(spec.jitter),
+        **_overlap_fields(spec),
     )
+
+
+def _seconds_or_none(value: object, field_name: str) -> float | None:
+    """An optional positive number of seconds (a timedelta is accepted too)."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 10 * 366 * 86400
+    ):
+        raise ValidationError(field_name, "must be a positive number of seconds (at most 10 years)")
+    return float(value)
+
+
+def _overlap_fields(spec: JobSpec) -> dict[str, Any]:
+    policy = _enum(OverlapPolicy, spec.overlap, "overlap")
+    limit = spec.max_concurrency
+    if limit is None:
+        limit = 0 if policy is OverlapPolicy.ALLOW else 1
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 10_000:
+        raise ValidationError("max_concurrency", "must be a whole number from 0 to 10000")
+    if limit != 1 and policy is not OverlapPolicy.ALLOW:
+        raise ValidationError(
+            "max_concurrency", f"only overlap 'allow' runs several at once (overlap is {policy})"
+        )
+    key = spec.concurrency_key
+    if key is not None and not (isinstance(key, str) and 0 < len(key) <= 200 and key.isprintable()):
+        raise ValidationError("concurrency_key", "must be 1-200 printable characters")
+    if key is not None and limit == 0:
+        raise ValidationError("max_concurrency", "a concurrency key needs a limit of at least 1")
+    backfill = spec.max_backfill
+    if isinstance(backfill, bool) or not isinstance(backfill, int) or not 1 <= backfill <= 10_000:
+        raise ValidationError("max_backfill", "must be a whole number from 1 to 10000")
+    return {"max_concurrency": limit, "concurrency_key": key, "max_backfill": backfill}
 
 
 def request_hash(payload: Any, priority: int | None) -> str:

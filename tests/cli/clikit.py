@@ -50,7 +50,11 @@ class DeadRuns:
     async def _make(self, job: str, count: int, error: str) -> list[uuid.UUID]:
         async with AsyncApp(self.db, tenant=self.tenant) as app:
             found = await app.schedule(
-                job, task=DOOMED_TASK, cron="0 0 1 1 *", allow_unregistered=True
+                job,
+                task=DOOMED_TASK,
+                cron="0 0 1 1 *",
+                overlap="allow",
+                allow_unregistered=True,
             )
             for _ in range(count):
                 await app.trigger(found.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -10,30 +11,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from clikit import Invoke, assert_usage_error
 
+from duetime._types import Job
+
 INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
-JOB_KEYS = {
-    "id",
-    "tenant",
-    "name",
-    "task",
-    "payload",
-    "schedule",
-    "status",
-    "priority",
-    "retry",
-    "timeout",
-    "misfire_policy",
-    "misfire_grace",
-    "overlap_policy",
-    "delivery",
-    "queue",
-    "tags",
-    "metadata",
-    "partition",
-    "next_fire_at",
-    "created_at",
-    "updated_at",
-}
+JOB_KEYS = {f.name for f in dataclasses.fields(Job)}
+"""Every field of the Job value type: the JSON output mirrors it."""
 SCHEDULE_KEYS = {"kind", "cron", "tz", "at", "every_seconds", "anchor"}
 
 

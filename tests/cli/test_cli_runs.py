@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -9,34 +10,10 @@ import uuid
 import pytest
 from clikit import DeadRuns, Invoke, assert_usage_error, ok
 
-RUN_KEYS = {
-    "id",
-    "job_id",
-    "tenant",
-    "job_name",
-    "task",
-    "queue",
-    "payload",
-    "scheduled_for",
-    "available_at",
-    "state",
-    "priority",
-    "attempt",
-    "max_attempts",
-    "token",
-    "lease_owner",
-    "lease_expires_at",
-    "claimed_at",
-    "started_at",
-    "finished_at",
-    "trigger",
-    "idempotency_key",
-    "reason",
-    "last_error_class",
-    "last_error_message",
-    "replays",
-    "created_at",
-}
+from duetime._types import Run
+
+RUN_KEYS = {f.name for f in dataclasses.fields(Run)}
+"""Every field of the Run value type: the JSON output mirrors it."""
 ATTEMPT_KEYS = {
     "run_id",
     "job_id",

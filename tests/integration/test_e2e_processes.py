@@ -76,7 +76,11 @@ def executions(cluster: Cluster) -> list[tuple[str, int, int]]:
 async def test_every_second_cron_runs_exactly_once_per_second(
     app: AsyncApp, cluster: Cluster, schedulers: int, workers: int
 ) -> None:
-    job = await app.schedule("tick", task="e2e.record", cron="* * * * * *", allow_unregistered=True)
+    # overlap "allow": this test is about one run per occurrence, not about overlap (on a loaded
+    # machine a slow run would otherwise make the next occurrence skip, as designed)
+    job = await app.schedule(
+        "tick", task="e2e.record", cron="* * * * * *", overlap="allow", allow_unregistered=True
+    )
     for _ in range(schedulers):
         cluster.start("scheduler")
     for _ in range(workers):
@@ -100,7 +104,8 @@ async def test_every_second_cron_runs_exactly_once_per_second(
     first, last = succeeded[0], succeeded[-1]
     window = [first + timedelta(seconds=i) for i in range(int((last - first).total_seconds()) + 1)]
     assert len(window) >= 10
-    assert succeeded == window, "every second of the window has exactly one succeeded run"
+    detail = [(r.scheduled_for.time().isoformat(), r.state.value, r.reason) for r in runs]
+    assert succeeded == window, f"a second of the window has no succeeded run: {detail}"
     assert all(r.attempt == 1 for r in runs if r.state is RunState.SUCCEEDED)
     done = executions(cluster)
     assert len({run_id for run_id, _, _ in done}) == len(done), "no run executed twice"

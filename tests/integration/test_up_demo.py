@@ -20,7 +20,7 @@ def watch_demo(db: Path, seconds: float) -> tuple[str, int]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("DUETIME_DATABASE_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "duetime", "up", "--demo", "--db", str(db)],
+        [sys.executable, "-m", "duetime", "up", "--demo", "--port", "0", "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,

@@ -40,7 +40,8 @@ async def test_run_get_is_tenant_scoped(store: Store, t0: datetime) -> None:
 async def _fixture_runs(store: Store, t0: datetime) -> dict[str, list[Run]]:
     a = await make_job(store, "a", next_fire_at=t0)
     b = await make_job(store, "b", next_fire_at=t0 + s(0.5))
-    await make_job(store, "x", next_fire_at=t0, tenant=OTHER_TENANT)
+    # (x ranks below a: a fair claim could otherwise take x@t0, tied with a@t0)
+    await make_job(store, "x", next_fire_at=t0, tenant=OTHER_TENANT, priority=-1)
     await materialize(store, t0, planner=fill_planner(1), horizon=4)  # a: 5, b: 4, x: 5
     # manual runs tie on scheduled_for with each other and with a scheduled run
     for _ in range(4):

@@ -181,7 +181,8 @@ def test_wildcard_flag(expr: str, wildcard: bool) -> None:
         ("0 0 5L * *", "day-of-month field '5L' is invalid"),
         ("0 0 L-2 * *", "day-of-month field 'L-2' is invalid"),
         ("0 0 1 L *", "month field 'L' is invalid"),
-        ("H * * * *", "minute field 'H' is invalid"),
+        # H (hashed) only in the seconds, minute and hour fields (tests/unit/test_hashed_cron.py)
+        ("0 0 H * *", "day-of-month field 'H' is invalid: 'H' is only allowed in the second"),
         # '?' only in the two day fields, and only alone
         ("? * * * *", "minute field '?' is invalid: '?' is only allowed in the day-of-month"),
         ("0 ? * * *", "hour field '?' is invalid"),

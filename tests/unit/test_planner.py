@@ -17,7 +17,9 @@ from duetime._types import (
     Schedule,
     ScheduleKind,
 )
-from duetime.scheduler.planner import MAX_BACKFILL, plan_job
+from duetime.scheduler.planner import BACKFILL_RATE, plan_job
+
+MAX_BACKFILL = 100
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -121,3 +123,13 @@ def test_every_schedule_steps_from_its_anchor() -> None:
     plan = plan_job(job(schedule, T0, policy=MisfirePolicy.FIRE_ONCE), T0, T0 + 10 * SECOND)
     assert [r.scheduled_for for r in plan.runs] == [T0 + i * 3 * SECOND for i in range(4)]
     assert plan.next_fire_at == T0 + 12 * SECOND
+
+
+def test_backfill_releases_missed_occurrences_at_a_limited_rate() -> None:
+    now = T0 + 3600 * SECOND
+    plan = plan_job(job(EVERY_SECOND, T0, policy=MisfirePolicy.BACKFILL, grace=10), now, now)
+    missed = plan.runs[:MAX_BACKFILL]
+    assert [r.available_at for r in missed] == [
+        now + timedelta(seconds=i / BACKFILL_RATE) for i in range(MAX_BACKFILL)
+    ]
+    assert all(r.available_at == r.scheduled_for for r in plan.runs[MAX_BACKFILL:])

@@ -14,4 +14,15 @@ cli = typer.Typer(
 )
 
 # Command modules register themselves on import.
-from duetime.cli import bulk, jobs, nodes, preview, runs, serve  # noqa: E402,F401
+from duetime.cli import (  # noqa: E402,F401
+    bulk,
+    explain,
+    jobs,
+    keys,
+    nodes,
+    preview,
+    runs,
+    serve,
+    server,
+    tenants,
+)

@@ -1,5 +1,5 @@
 """``duetime preview``: the next fire instants of a cron expression (pure time math, no
-database)."""
+database), or of a job's schedule with ``--job`` (its ``H`` values are the job's own)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from duetime._types import Schedule, ScheduleKind
-from duetime.cli._common import JsonOption, fail, print_json
+from duetime.app import AsyncApp
+from duetime.cli._common import JsonOption, fail, print_json, with_app
 from duetime.cli._output import (
     occurrence_jsonable,
     parse_instant,
@@ -22,26 +23,34 @@ from duetime.errors import DuetimeError
 from duetime.schedules import preview as preview_schedule
 from duetime.schedules import validate_schedule
 
-# Accepted like every other command's, and ignored: a preview opens no database.
+# Accepted like every other command's; only --job opens the database.
 UnusedDb = Annotated[
     str | None,
     typer.Option(
-        "--db", envvar="DUETIME_DATABASE_URL", hidden=True, help="Ignored: needs no database."
+        "--db", envvar="DUETIME_DATABASE_URL", help="With --job: SQLite path or postgresql:// URL."
     ),
 ]
 UnusedTenant = Annotated[
     str,
-    typer.Option(
-        "--tenant", envvar="DUETIME_TENANT", hidden=True, help="Ignored: needs no database."
-    ),
+    typer.Option("--tenant", envvar="DUETIME_TENANT", help="With --job: the job's tenant."),
 ]
 
 
 @cli.command("preview")
 def preview(
     expression: Annotated[
-        str, typer.Argument(metavar="EXPR", help="Cron expression, e.g. '30 2 * * *'.")
-    ],
+        str | None,
+        typer.Argument(
+            metavar="[EXPR]",
+            help="Cron expression, e.g. '30 2 * * *' (H hashes the expression's text).",
+        ),
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job", metavar="NAME", help="Preview this job's schedule (of --tenant, in --db)."
+        ),
+    ] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone the expression is in.")] = "UTC",
     start: Annotated[
         str | None,
@@ -56,10 +65,21 @@ def preview(
     tenant: UnusedTenant = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """The next fire instants of a cron expression, in UTC and local time; fires a DST change
-    moved or doubled are marked."""
+    """The next fire instants of a cron expression (or of a job's schedule, --job), in UTC and
+    local time; fires a DST change moved or doubled are marked."""
     after = datetime.now(UTC) if start is None else parse_instant(start, "--from")
-    schedule = Schedule(ScheduleKind.CRON, cron=expression.strip(), tz=tz)
+    if (expression is None) == (job is None):
+        fail("give a cron expression or --job NAME (one of them)")
+    if job is not None:
+
+        async def body(app: AsyncApp) -> Schedule:
+            return (await app.get(job)).schedule
+
+        schedule = with_app(db, tenant, body)
+        tz = schedule.tz
+    else:
+        assert expression is not None
+        schedule = Schedule(ScheduleKind.CRON, cron=expression.strip(), tz=tz)
     try:
         validate_schedule(schedule, after)
         occurrences = preview_schedule(schedule, after, count)

@@ -12,17 +12,21 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from duetime import _logs
 from duetime._types import RetryPolicy as Retry
 from duetime._types import RunState
+from duetime.api import ApiServer, is_loopback
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, fail, load_user_app, run_async, settings_for
 from duetime.cli._root import cli
 from duetime.errors import SchemaError
+from duetime.metrics import MetricsServer
 from duetime.store import is_postgres_url
 from duetime.store.base import ClaimedRun, RunCompletion
 
@@ -32,18 +36,53 @@ LogLevel = Annotated[
     str,
     typer.Option("--log-level", envvar="DUETIME_LOG_LEVEL", help="debug, info, warning or error."),
 ]
+LogFormat = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        envvar="DUETIME_LOG_FORMAT",
+        help="text, or json: one JSON object per line (a line about a run carries run_id, job, "
+        "tenant, attempt and token).",
+    ),
+]
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        envvar="DUETIME_METRICS_PORT",
+        help="Serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port).",
+    ),
+]
+MetricsHost = Annotated[
+    str,
+    typer.Option("--metrics-host", envvar="DUETIME_METRICS_HOST", help="Address for /metrics."),
+]
 AppOption = Annotated[
     str | None,
     typer.Option("--app", help="Import user tasks from module:app (a duetime App or AsyncApp)."),
 ]
 
 
-def _logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+def _logging(level: str, fmt: str | None = None) -> None:
+    chosen = (fmt or os.environ.get("DUETIME_LOG_FORMAT") or "text").strip().lower()
+    if chosen not in _logs.FORMATS:
+        fail(f"--log-format must be text or json, got {fmt!r}")
+    _logs.configure(level, chosen, stream=sys.stderr)
+
+
+def _metrics_loops(
+    app: AsyncApp, stop: asyncio.Event, port: int | None, host: str
+) -> list[Coroutine[Any, Any, None]]:
+    """``/metrics`` on its own port when asked for (``--metrics-port``)."""
+    if port is None:
+        return []
+    if not 0 <= port <= 65535:
+        fail(f"--metrics-port must be 0-65535, got {port}")
+
+    def ready(server: MetricsServer) -> None:
+        typer.echo(f"metrics: {server.url}")
+
+    return [MetricsServer(app.cluster_stats, host=host, port=port, on_ready=ready).run(stop)]
 
 
 def _exit_abandoning_threads(code: int = 0) -> None:
@@ -74,6 +113,9 @@ def _install_signals(stop: asyncio.Event) -> None:
 
 def _app_for(db: str | None, app_spec: str | None, *, migrate: bool | None) -> AsyncApp:
     settings = settings_for(db)
+    if is_postgres_url(settings.database_url) and not os.environ.get("DUETIME_STARTUP_WAIT"):
+        # a service started before its database waits for it instead of exiting
+        settings = settings.with_(startup_wait=600.0)
     user = load_user_app(app_spec, settings)
     registry = None if user is None else user.registry
     return AsyncApp(settings=settings, registry=registry, migrate=migrate)
@@ -99,9 +141,12 @@ def scheduler(
         str | None, typer.Option(help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127.")
     ] = None,
     log_level: LogLevel = "info",
+    log_format: LogFormat = "text",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Run a scheduler: materialize due runs (and reap expired leases)."""
-    _logging(log_level)
+    _logging(log_level, log_format)
     span = _partitions(partitions)
 
     async def go() -> None:
@@ -109,7 +154,11 @@ def scheduler(
         _install_signals(stop)
         async with _app_for(db, None, migrate=None) as app:
             log.info("scheduler started (%s)", app.store.dialect)
-            await _gather(stop, *app.node_loops(stop, roles=("scheduler",), partitions=span))
+            await _gather(
+                stop,
+                *app.node_loops(stop, roles=("scheduler",), partitions=span),
+                *_metrics_loops(app, stop, metrics_port, metrics_host),
+            )
 
     run_async(go)
 
@@ -137,10 +186,20 @@ def worker(
             "--task", help="Serve only this task (repeatable); default: every registered task."
         ),
     ] = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queue",
+            help="Claim only runs of this queue (repeatable): a worker pool; default: every queue.",
+        ),
+    ] = None,
     log_level: LogLevel = "info",
+    log_format: LogFormat = "text",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
-    """Run a worker: claim due runs of the tasks it knows and execute them."""
-    _logging(log_level)
+    """Run a worker: claim due runs of the tasks it knows (of its queues) and execute them."""
+    _logging(log_level, log_format)
 
     async def go() -> None:
         stop = asyncio.Event()
@@ -151,9 +210,19 @@ def worker(
                 fail("--concurrency must be >= 1")
             async_app.settings = async_app.settings.with_(worker_concurrency=concurrency)
         async with async_app:
-            w = async_app.worker(tasks=task or None)
-            log.info("worker %s serving %s", w.id, ", ".join(w.tasks))
-            await _gather(stop, *async_app.node_loops(stop, roles=("worker",)), w.run(stop))
+            w = async_app.worker(tasks=task or None, queues=queue or None)
+            log.info(
+                "worker %s serving %s (queues: %s)",
+                w.id,
+                ", ".join(w.tasks),
+                ", ".join(w.queues) if w.queues else "all",
+            )
+            await _gather(
+                stop,
+                *async_app.node_loops(stop, roles=("worker",)),
+                w.run(stop),
+                *_metrics_loops(async_app, stop, metrics_port, metrics_host),
+            )
 
     try:
         run_async(go)
@@ -169,11 +238,25 @@ def up(
     demo: Annotated[
         bool, typer.Option(help="Register demo jobs and print runs as they happen.")
     ] = False,
+    host: Annotated[
+        str, typer.Option("--host", help="API address: loopback only, unless --auth.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="API port; 0 picks a free one.")] = 8000,
+    auth: Annotated[
+        bool, typer.Option("--auth", help="Require API keys (needed for a non-loopback --host).")
+    ] = False,
     log_level: LogLevel = "warning",
+    log_format: LogFormat = "text",
 ) -> None:
-    """Everything in one process on SQLite: migrate, scheduler, worker (and the API once it
-    exists). With --demo, register a few demo jobs and watch them run."""
-    _logging(log_level)
+    """Everything in one process on SQLite: migrate, scheduler, worker, the REST API and the
+    dashboard at / (open on loopback unless --auth), and /metrics. With --demo, register a few
+    demo jobs and watch them run."""
+    _logging(log_level, log_format)
+    if not auth and not is_loopback(host):
+        fail(
+            f"--host {host} is not a loopback address and the API of `duetime up` is open "
+            "(no API key needed): pass --auth to require keys, or keep --host 127.0.0.1"
+        )
     settings = settings_for(db)
     where = (
         "PostgreSQL"
@@ -193,8 +276,14 @@ def up(
                 on_start=_print_start if demo else None,
                 on_complete=_print_completion if demo else None,
             )
+            api = ApiServer(
+                async_app, host=host, port=port, auth_required=auth, on_ready=_print_api
+            )
             await _gather(
-                stop, *async_app.node_loops(stop, roles=("scheduler", "worker")), w.run(stop)
+                stop,
+                *async_app.node_loops(stop, roles=("scheduler", "worker", "api")),
+                w.run(stop),
+                api.run(stop),
             )
 
     try:
@@ -202,6 +291,16 @@ def up(
     except SchemaError as exc:
         fail(str(exc))
     _exit_abandoning_threads()
+
+
+def _print_api(api: ApiServer) -> None:
+    access = (
+        "API keys required"
+        if api.auth_required
+        else "open: no API key needed, calls act on tenant 'default' (loopback only)"
+    )
+    typer.echo(f"API: {api.url}/api/v1 (docs {api.url}/api/v1/docs) — {access}")
+    typer.echo(f"dashboard: {api.url}/ — metrics: {api.url}/metrics")
 
 
 async def _gather(stop: asyncio.Event, *loops: object) -> None:

@@ -1,6 +1,7 @@
 """Runs the leader-only duties on their intervals while this node leads.
 
-Duties: lease reaper, history retention, pruning of nodes that stopped heartbeating. Each is a
+Duties: lease reaper, history retention, pruning of nodes that stopped heartbeating, alerts
+(``alerts.py``: evaluated, recorded as incidents and delivered). Each is a
 small service with ``run_once``; the manager calls them only while ``fence()`` returns a term,
 and passes that term so their writes are refused if the leadership moved meanwhile.
 """
@@ -16,6 +17,7 @@ from datetime import timedelta
 
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
+from duetime.maintenance.alerts import AlertEvaluator
 from duetime.maintenance.reaper import LeaseReaper
 from duetime.maintenance.retention import RetentionPruner
 from duetime.store.base import LeaderFence, Store
@@ -40,10 +42,12 @@ class MaintenanceManager:
         self.fence = fence
         reaper = LeaseReaper(store, settings)
         retention = RetentionPruner(store, settings)
+        self.alerts = AlertEvaluator(store, settings)
         self.duties = [
             _Duty("lease reaper", settings.reaper_interval, reaper.run_once),
             _Duty("retention", 60.0, retention.run_once),
             _Duty("node pruning", 30.0, self._prune_nodes),
+            _Duty("alerts", settings.alert_interval, self.alerts.run_once),
         ]
 
     async def _prune_nodes(self, fence: LeaderFence) -> int:
@@ -70,6 +74,9 @@ class MaintenanceManager:
 
     async def run(self, stop: asyncio.Event) -> None:
         tick = min(d.interval for d in self.duties)
-        while not stop.is_set():
-            await self.run_once()
-            await wait_or_stop(stop, tick)
+        try:
+            while not stop.is_set():
+                await self.run_once()
+                await wait_or_stop(stop, tick)
+        finally:
+            await self.alerts.close()

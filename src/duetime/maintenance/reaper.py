@@ -11,6 +11,7 @@ import logging
 
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
+from duetime.metrics import metrics
 from duetime.store.base import LeaderFence, LeasesReapParams, ReapResult, Store
 
 log = logging.getLogger("duetime.reaper")
@@ -29,6 +30,10 @@ class LeaseReaper:
             result = await self.store.leases_reap(LeasesReapParams(limit=self.batch, leader=fence))
             rescheduled += result.rescheduled
             dead += result.dead
+            for tenant, task, state in result.reaped:
+                metrics().attempt_ended(tenant, task, "lost")
+                if state == "dead":
+                    metrics().run_ended(tenant, task, "dead", "lease_expired")
             if result.rescheduled + result.dead < self.batch:
                 break
         if rescheduled or dead:

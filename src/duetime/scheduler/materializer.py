@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
+from duetime._types import Job
+from duetime.metrics import Metrics, metrics
 from duetime.scheduler.planner import plan_job
-from duetime.store.base import MaterializeResult, RunsMaterializeParams, Store
+from duetime.store.base import JobPlan, MaterializeResult, RunsMaterializeParams, Store
 
 log = logging.getLogger("duetime.scheduler")
 
@@ -25,6 +28,19 @@ class TickResult:
     skips: int
 
 
+class _RecordingPlanner:
+    """``plan_job``, remembering each plan, so what a committed transaction decided can be
+    counted (a failed transaction's plans are dropped)."""
+
+    def __init__(self) -> None:
+        self.planned: list[tuple[Job, datetime, JobPlan]] = []
+
+    def __call__(self, job: Job, now: datetime, until: datetime) -> JobPlan:
+        plan = plan_job(job, now, until)
+        self.planned.append((job, now, plan))
+        return plan
+
+
 class Materializer:
     def __init__(
         self, store: Store, settings: Settings, *, partitions: tuple[int, int] | None = None
@@ -32,24 +48,35 @@ class Materializer:
         self.store = store
         self.settings = settings
         self.partitions = partitions
+        self.metrics: Metrics = metrics()
 
     async def run_once(self) -> TickResult:
         """Materialize every job due within the horizon, batch after batch, until none is left."""
         jobs = created = skips = 0
         while True:
+            planner = _RecordingPlanner()
             result: MaterializeResult = await self.store.runs_materialize(
                 RunsMaterializeParams(
-                    planner=plan_job,
+                    planner=planner,
                     horizon=self.settings.scheduler_horizon,
                     limit=self.settings.scheduler_batch,
                     partitions=self.partitions,
                 )
             )
+            self._observe(planner.planned)
             jobs += result.jobs
             created += result.runs_created
             skips += result.skips
             if result.jobs < self.settings.scheduler_batch:
                 return TickResult(jobs, created, skips)
+
+    def _observe(self, planned: list[tuple[Job, datetime, JobPlan]]) -> None:
+        """Count what a committed materialize transaction decided (runs, skips)."""
+        for job, now, plan in planned:
+            for run in plan.runs:
+                self.metrics.materialized(job.tenant, job.task, run.scheduled_for, now)
+            for skip in plan.skips:
+                self.metrics.skipped(job.tenant, job.task, skip.reason, skip.count)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick every ``scheduler_tick`` seconds until ``stop`` is set. A failed tick (database

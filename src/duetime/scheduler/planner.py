@@ -6,9 +6,14 @@ when it is older than ``now - misfire_grace`` (nothing ran while it was due):
 
 - ``skip``: no missed occurrence runs; all are recorded as one skip (first, last, count).
 - ``fire_once``: the latest missed occurrence runs; the others are recorded as a skip.
-- ``backfill``: the latest ``max_backfill`` missed occurrences run; older ones are skipped.
+- ``backfill``: the latest ``max_backfill`` missed occurrences run, released at
+  ``BACKFILL_RATE`` per second so a catch-up never floods the workers; older ones are skipped.
 
 A one-shot job registered for an instant already past is not a miss: it fires.
+
+A job with ``jitter`` makes each run available up to that many seconds after its instant, by a
+stable hash of (job, occurrence) (``schedules.jitter_offset``): ``scheduled_for`` — what makes a
+run unique — never moves, so schedulers still agree.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from collections import deque
 from datetime import datetime, timedelta
 
 from duetime._types import Job, MisfirePolicy
-from duetime.schedules import next_fire_after
+from duetime.schedules import jitter_offset, next_fire_after
 from duetime.store.base import JobPlan, PlannedRun, PlannedSkip
 
-MAX_BACKFILL = 100
+BACKFILL_RATE = 10.0
+"""Missed occurrences a backfill releases per second, per job."""
 MAX_OCCURRENCES_PER_PLAN = 1_000_000
 
 
@@ -29,7 +35,7 @@ def plan_job(job: Job, now: datetime, until: datetime) -> JobPlan:
     occurrence = job.next_fire_at
     missed_count = 0
     first_missed: datetime | None = None
-    keep = _kept_missed(job.misfire_policy)
+    keep = _kept_missed(job)
     recent_missed: deque[datetime] = deque(maxlen=keep + 1)
     due: list[datetime] = []
     examined = 0
@@ -60,13 +66,30 @@ def plan_job(job: Job, now: datetime, until: datetime) -> JobPlan:
                 reason=f"misfire_{job.misfire_policy}",
             )
         )
-    runs = [PlannedRun(scheduled_for=t, available_at=t) for t in (*fired_missed, *due)]
+    runs = [
+        PlannedRun(scheduled_for=t, available_at=_release_at(job, i, t, now))
+        for i, t in enumerate(fired_missed)
+    ]
+    runs += [PlannedRun(scheduled_for=t, available_at=t + _jitter(job, t)) for t in due]
     return JobPlan(runs=runs, skips=skips, next_fire_at=occurrence)
 
 
-def _kept_missed(policy: MisfirePolicy) -> int:
-    if policy is MisfirePolicy.SKIP:
+def _kept_missed(job: Job) -> int:
+    if job.misfire_policy is MisfirePolicy.SKIP:
         return 0
-    if policy is MisfirePolicy.FIRE_ONCE:
+    if job.misfire_policy is MisfirePolicy.FIRE_ONCE:
         return 1
-    return MAX_BACKFILL
+    return job.max_backfill
+
+
+def _release_at(job: Job, index: int, occurrence: datetime, now: datetime) -> datetime:
+    """When a missed occurrence that will run becomes available: at once for ``fire_once``,
+    spaced by ``1 / BACKFILL_RATE`` for ``backfill``."""
+    base = occurrence + _jitter(job, occurrence)
+    if job.misfire_policy is not MisfirePolicy.BACKFILL:
+        return base
+    return max(base, now + timedelta(seconds=index / BACKFILL_RATE))
+
+
+def _jitter(job: Job, occurrence: datetime) -> timedelta:
+    return jitter_offset(str(job.id), occurrence, job.jitter) if job.jitter else timedelta(0)

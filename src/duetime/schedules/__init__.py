@@ -17,6 +17,7 @@ from duetime.schedules.compute import (
     validate_schedule,
 )
 from duetime.schedules.cron import ALIASES, FIELD_NAMES, CronExpression, parse_cron
+from duetime.schedules.jitter import jitter_offset
 from duetime.schedules.zones import WallKind, load_zone, wall_instants, wall_to_instant
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "CronExpression",
     "WallKind",
     "first_fire",
+    "jitter_offset",
     "load_zone",
     "next_fire_after",
     "parse_cron",

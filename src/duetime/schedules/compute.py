@@ -40,7 +40,7 @@ MIN_EVERY = timedelta(seconds=1)
 def _cron(schedule: Schedule) -> CronExpression:
     if not schedule.cron:
         raise ValidationError("cron", "a cron schedule needs a cron expression")
-    return CronExpression.parse(schedule.cron, schedule.tz)
+    return CronExpression.parse(schedule.cron, schedule.tz, schedule.hash_seed)
 
 
 def _at(schedule: Schedule) -> datetime:

@@ -12,13 +12,19 @@ Grammar (SPEC §1):
 - Day-of-week: ``nL`` (last weekday n of the month, ``5L`` = last Friday), ``n#k`` (k-th weekday
   n, ``MON#1``).
 - ``?`` means ``*`` and is allowed, alone, in the two day fields only.
+- ``H`` (hashed, Jenkins style) in the seconds, minute and hour fields only: ``H`` is one value
+  of the field's range, ``H(a-b)`` one value of ``a-b``, ``H/n`` every ``n`` from a hashed
+  offset below ``n``, ``H(a-b)/n`` the same within ``a-b`` (also as list items). The value is
+  taken from ``sha256(seed U+001F field U+001F item index)``: a job's seed is its tenant and name
+  (``Schedule.hash_seed``), a bare expression's is its own text — never Python's ``hash()``, so
+  every process and release agrees. An ``H`` field is fixed-time for the DST rule.
 - Aliases ``@yearly`` ``@annually`` ``@monthly`` ``@weekly`` ``@daily`` ``@midnight``
   ``@hourly``.
 - Day matching follows Vixie cron: when day-of-month and day-of-week are both restricted (neither
   starts with ``*``; ``?`` counts as ``*``) a day matches if EITHER does, otherwise both must.
 
-What cronsim lacks (``?``, aliases, ``nW``) is added around it: text is pre-processed field by
-field (:func:`_normalize_field`, where ``H`` will be expanded too), ``nW`` is matched by a
+What cronsim lacks (``?``, aliases, ``nW``, ``H``) is added around it: text is pre-processed
+field by field (:func:`_normalize_field`, where ``H`` is expanded), ``nW`` is matched by a
 subclass. cronsim only ever iterates *naive wall-clock time* here; the time zone and DST are
 applied by this module (see :class:`CronExpression`).
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 import calendar
 import copy
 import functools
+import hashlib
 import heapq
 import re
 from collections.abc import Iterator
@@ -44,7 +51,7 @@ from zoneinfo import ZoneInfo
 from cronsim import CronSim, CronSimError
 from cronsim.cronsim import RANGES, SYMBOLIC_DAYS, SYMBOLIC_MONTHS, Field
 
-from duetime._types import Occurrence
+from duetime._types import Occurrence, cron_uses_hash
 from duetime.errors import ValidationError
 from duetime.schedules.zones import (
     WallKind,
@@ -74,6 +81,8 @@ ALIASES: Final = {
 _SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW = range(6)
 _MAX_LENGTH = 1024
 _NEAREST_WEEKDAY = re.compile(r"([0-9]+)W")
+_HASHED = re.compile(r"H(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?")
+_HASH_FORMS = "H, H(a-b), H/n or H(a-b)/n"
 _FIELD_COUNT_HELP = (
     "expected 5 (minute hour day-of-month month day-of-week) or 6 (with leading seconds)"
 )
@@ -112,13 +121,51 @@ def _split_fields(expr: str) -> tuple[list[str], bool]:
     return parts, len(parts) == 6
 
 
-def _normalize_field(index: int, value: str) -> str:
+def hashed_value(seed: str, index: int, item: int) -> int:
+    """The stable 64-bit number ``H`` item ``item`` of field ``index`` draws from ``seed``."""
+    text = f"{seed}\x1f{FIELD_NAMES[index]}\x1f{item}".encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
+
+
+def _expand_hash(index: int, term: str, shown: str, seed: str, item: int) -> str:
+    """One ``H`` list item (upper case) of field ``index`` → a plain cron term."""
+    match = _HASHED.fullmatch(term)
+    if match is None:
+        raise _fail(index, shown, f"{term!r}: H takes the forms {_HASH_FORMS}")
+    rng = RANGES[index]
+    low, high = rng[0], rng[-1]
+    if match[1] is not None:
+        low, high = int(match[1]), int(match[2])
+        for bound in (low, high):
+            if bound not in rng:
+                raise _fail(index, shown, f"{term!r}: {bound} is out of range {rng[0]}-{rng[-1]}")
+        if low > high:
+            raise _fail(index, shown, f"{term!r}: range {low}-{high} runs backwards")
+    h = hashed_value(seed, index, item)
+    if match[3] is None:
+        return str(low + h % (high - low + 1))
+    step = int(match[3])
+    if step < 1:
+        raise _fail(index, shown, f"{term!r}: step must be at least 1")
+    start = low + h % min(step, high - low + 1)
+    return f"{start}-{high}/{step}"
+
+
+def _normalize_field(index: int, value: str, seed: str | None = None) -> str:
     """Rewrite one field (as written) into the syntax cronsim and :class:`_WallClock` accept.
 
-    This is THE place for syntax cronsim lacks: ``?`` becomes ``*`` here, and ``H`` (hashed
-    values, a later issue) is to be expanded here too — it will need the job's hash seed.
+    This is THE place for syntax cronsim lacks: ``?`` becomes ``*`` and ``H`` items are
+    expanded with ``seed`` (list items keep their positions, so errors can quote them).
     """
     upper = value.upper()
+    terms = upper.split(",")
+    hashed = [i for i, t in enumerate(terms) if t.startswith("H")]  # no name starts with H
+    if hashed:
+        if index not in (_SECOND, _MINUTE, _HOUR):
+            raise _fail(index, value, "'H' is only allowed in the second, minute and hour fields")
+        for i in hashed:
+            terms[i] = _expand_hash(index, terms[i], value, seed or "", i)
+        upper = ",".join(terms)
     if "?" in upper:
         if index not in (_DOM, _DOW):
             raise _fail(
@@ -269,7 +316,7 @@ def _compile(fields: tuple[str, ...], nearest: frozenset[int], plain_dom: str) -
 
 
 @functools.lru_cache(maxsize=8192)
-def _parse_cached(expr: str, tz: str) -> CronExpression:
+def _parse_cached(expr: str, tz: str, seed: str | None) -> CronExpression:
     zone = load_zone(tz)
     text = expr.strip()
     if not text:
@@ -279,7 +326,7 @@ def _parse_cached(expr: str, tz: str) -> CronExpression:
     written, has_seconds = _split_fields(text)
     if not has_seconds:
         written.insert(0, "0")
-    fields = tuple(_normalize_field(i, value) for i, value in enumerate(written))
+    fields = tuple(_normalize_field(i, value, seed) for i, value in enumerate(written))
     dom_terms, dom_written, nearest = _split_day_of_month(fields[_DOM], written[_DOM])
     plain_dom = ",".join(dom_terms)
     for index, value in enumerate(fields):
@@ -296,14 +343,15 @@ def _parse_cached(expr: str, tz: str) -> CronExpression:
         sim = _compile(fields, nearest, plain_dom)
     except CronSimError as exc:  # pragma: no cover - every field was checked above
         raise ValidationError("cron", f"invalid expression {text!r}: {exc}") from None
-    return CronExpression(text, tz, wildcard, fields, zone, sim)
+    return CronExpression(text, tz, wildcard, fields, zone, sim, seed)
 
 
 @dataclass(frozen=True, slots=True)
 class CronExpression:
     """A compiled cron expression in a time zone. Immutable, hashable, cheap to reuse.
 
-    Build it with :meth:`parse` (cached). Equality and hash use ``expression`` and ``tz`` only.
+    Build it with :meth:`parse` (cached). Equality and hash use ``expression``, ``tz`` and
+    ``seed`` (None unless the expression has ``H``).
 
     Occurrences are computed in ``tz`` and returned as aware UTC instants, by the DST rule in
     the module docstring: ``wildcard`` jobs follow real time, fixed-time jobs fire each matching
@@ -321,10 +369,15 @@ class CronExpression:
     """Six normalized fields (seconds first; uppercase; aliases expanded; ``?`` → ``*``)."""
     zone: ZoneInfo = field(compare=False, repr=False)
     _template: _WallClock = field(compare=False, repr=False)
+    seed: str | None = None
+    """What its ``H`` values were drawn from; None when it has no ``H``."""
 
     @classmethod
-    def parse(cls, expr: str, tz: str = "UTC") -> CronExpression:
+    def parse(cls, expr: str, tz: str = "UTC", seed: str | None = None) -> CronExpression:
         """Parse and validate ``expr`` for zone ``tz``; results are cached (LRU).
+
+        ``seed`` is what ``H`` hashes (a job's ``Schedule.hash_seed``); without one an
+        expression with ``H`` hashes its own text. It is ignored when there is no ``H``.
 
         Raises ``ValidationError`` with field ``"tz"`` for an unknown zone, or field ``"cron"``
         with a message naming what is wrong (``"minute field '61' is invalid: 61 is out of range
@@ -335,7 +388,11 @@ class CronExpression:
             raise ValidationError("cron", f"must be a string, got {type(expr).__name__}")
         if not isinstance(tz, str):
             raise ValidationError("tz", f"unknown time zone {tz!r}")
-        return _parse_cached(expr, tz)
+        if not cron_uses_hash(expr):
+            seed = None
+        elif seed is None:
+            seed = expr.strip()
+        return _parse_cached(expr, tz, seed)
 
     # -- iteration --------------------------------------------------------------------------------
 
@@ -403,7 +460,9 @@ class CronExpression:
         None if the expression never fires again (cronsim gives up after 50 years without a
         match). ``ValueError`` if ``after`` is naive.
         """
-        after = to_utc(after, "after")
+        return _next_after_cached(self, to_utc(after, "after"))
+
+    def _next_after(self, after: datetime) -> datetime | None:
         try:
             if self.wildcard:
                 return next(self._real_time(after))[0]
@@ -488,6 +547,14 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def parse_cron(expr: str, tz: str = "UTC") -> CronExpression:
+def parse_cron(expr: str, tz: str = "UTC", seed: str | None = None) -> CronExpression:
     """Alias of :meth:`CronExpression.parse`."""
-    return CronExpression.parse(expr, tz)
+    return CronExpression.parse(expr, tz, seed)
+
+
+@functools.lru_cache(maxsize=16384)
+def _next_after_cached(expression: CronExpression, after: datetime) -> datetime | None:
+    """Memo of :meth:`CronExpression.next_after` (pure in expression, zone and instant): bulk
+    registration validates and first-fires millions of jobs sharing a few thousand crons at
+    one ``now``, and schedulers plan many jobs due at the same instant."""
+    return expression._next_after(after)

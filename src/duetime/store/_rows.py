@@ -7,7 +7,8 @@ JSON; the mapping from columns to fields lives here once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -30,8 +31,13 @@ from duetime._types import (
     RunTrigger,
     Schedule,
     ScheduleKind,
+    TenantLimits,
+    TenantQueueStats,
     WorkerInfo,
+    job_hash_seed,
 )
+from duetime.store._fairness import FairItem, TenantQuota, bucket_refill
+from duetime.store._overlap import Candidate
 from duetime.store.base import ClaimedRun, PlannedSkip
 
 Row = Mapping[str, Any]
@@ -96,6 +102,7 @@ def schedule_from_row(row: Row, c: Codec) -> Schedule:
         at=c.instant(row["at_instant"]),
         every=None if every is None else timedelta(microseconds=every),
         anchor=c.instant(row["anchor"]),
+        hash_seed=job_hash_seed(row["tenant"], row["name"], row["cron"]),
     )
 
 
@@ -134,6 +141,12 @@ def job_from_row(row: Row, c: Codec) -> Job:
         created_at=_required(c, row["created_at"]),
         updated_at=_required(c, row["updated_at"]),
         target=_target(row, c),
+        max_concurrency=row["max_concurrency"],
+        concurrency_key=row["concurrency_key"],
+        max_backfill=row["max_backfill"],
+        sla=row["sla_s"],
+        expected_duration=row["expected_duration_s"],
+        jitter=row["jitter_s"],
     )
 
 
@@ -166,6 +179,10 @@ def run_from_row(row: Row, c: Codec) -> Run:
         replays=row["replays"],
         created_at=_required(c, row["created_at"]),
         target=_target(row, c),
+        progress=row["progress"],
+        progress_message=row["progress_message"],
+        checkpoint=None if row["checkpoint"] is None else c.json(row["checkpoint"]),
+        cancel_requested=bool(row["cancel_requested"]),
     )
 
 
@@ -254,6 +271,82 @@ def api_key_from_row(row: Row, c: Codec) -> ApiKey:
         revoked_at=c.instant(row["revoked_at"]),
         last_used_at=c.instant(row["last_used_at"]),
     )
+
+
+def locked_candidate_from_row(row: Row, c: Codec, now: datetime) -> tuple[FairItem, Candidate]:
+    """A candidate of the claim's locked step: how it ranks, and how overlap and quotas see it.
+    A limited tenant's run without an overlap key gets a key of its own (never busy)."""
+    run_id = c.uuid(row["id"])
+    available_at = _required(c, row["available_at"])
+    key = row["concurrency_key"]
+    candidate = Candidate(
+        id=run_id,
+        key=f"run:{run_id}" if key is None else key,
+        trigger=RunTrigger(row["trigger"]),
+        policy=OverlapPolicy.ALLOW if key is None else OverlapPolicy(row["overlap_policy"]),
+        max_concurrency=0 if key is None else row["max_concurrency"],
+        due=available_at <= now,
+        tenant=row["tenant"],
+    )
+    return FairItem(run_id, row["tenant"], row["priority"], available_at), candidate
+
+
+def tenant_quota_from_row(row: Row, c: Codec, now: datetime) -> TenantQuota:
+    """A tenant's limits and usage at ``now`` (its start bucket refilled to ``now``)."""
+    rate = row["max_starts_per_second"]
+    tokens = 0.0
+    if rate is not None:
+        tokens = bucket_refill(row["bucket_tokens"], c.instant(row["bucket_at"]), now, rate)
+    return TenantQuota(
+        tenant=row["id"],
+        max_in_flight=row["max_in_flight"],
+        max_starts_per_second=rate,
+        running=row["running"],
+        tokens=tokens,
+    )
+
+
+def tenant_limits_from_row(row: Row) -> TenantLimits:
+    return TenantLimits(
+        tenant=row["id"],
+        max_in_flight=row["max_in_flight"],
+        max_starts_per_second=row["max_starts_per_second"],
+        weight=row["weight"],
+    )
+
+
+def tenant_stats_from_rows(
+    rows: Sequence[Row], quota_rows: Sequence[Row], c: Codec
+) -> list[TenantQueueStats]:
+    """Per (tenant, queue) rows of ``tenant_stats`` (each carries the clock as ``now``) and the
+    limited tenants' rows: a tenant whose quota leaves no room now has all its due runs
+    throttled."""
+    if not rows:
+        return []
+    now = _required(c, rows[0]["now"])
+    in_flight: Counter[str] = Counter()
+    for r in rows:
+        in_flight[r["tenant"]] += int(r["in_flight"])
+    blocked = set()
+    for q in quota_rows:
+        quota = tenant_quota_from_row({**dict(q), "running": in_flight[q["id"]]}, c, now)
+        if quota.budget() == 0:
+            blocked.add(quota.tenant)
+    stats = []
+    for r in rows:
+        oldest = c.instant(r["oldest"])
+        due = int(r["due"] or 0)
+        stats.append(
+            TenantQueueStats(
+                tenant=r["tenant"],
+                queue=r["queue"],
+                due=due,
+                oldest_due_age=0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
+                in_flight=int(r["in_flight"] or 0),
+                throttled=due if r["tenant"] in blocked else 0,
+            )
+        )
+    return stats
 
 
 def lease_lost_decision(run: Run, delivery: DeliveryMode) -> tuple[RunState, str | None]:

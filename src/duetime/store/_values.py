@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from duetime import _json
-from duetime._types import Job, JobStatus, RunState, RunTrigger, Schedule
+from duetime._types import Job, JobStatus, OverlapPolicy, RunState, RunTrigger, Schedule
 from duetime.store.base import JobUpsertParams, PlannedRun, RunTriggerParams
 
 STATUS_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
@@ -59,12 +59,28 @@ def job_values(
         "partition_key": params.partition,
         "next_fire_at": next_fire_at,
         "target": None if params.target is None else _json.dumps(params.target),
+        "max_concurrency": params.max_concurrency,
+        "concurrency_key": params.concurrency_key,
+        "max_backfill": params.max_backfill,
+        "sla_s": params.sla,
+        "expected_duration_s": params.expected_duration,
+        "jitter_s": params.jitter,
     }
 
 
 def new_webhook_secret() -> str:
     """A fresh per-tenant webhook signing secret (256 random bits, hex)."""
     return secrets.token_hex(32)
+
+
+def overlap_key(job: Job) -> str | None:
+    """The key whose running runs a claim must count before starting a run of ``job``: its
+    concurrency key, or the job itself; None when nothing limits it (``allow``, unlimited)."""
+    if job.concurrency_key is not None:
+        return f"key:{job.concurrency_key}"
+    if job.overlap_policy is OverlapPolicy.ALLOW and job.max_concurrency == 0:
+        return None
+    return f"job:{job.id}"
 
 
 def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> dict[str, Any]:
@@ -90,6 +106,7 @@ def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> di
         "idempotency_key": None,
         "request_hash": None,
         "target": None if job.target is None else _json.dumps(job.target),
+        "concurrency_key": overlap_key(job),
     }
 
 

@@ -15,19 +15,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+from duetime._observe import (
+    AlertCondition,
+    AlertFacts,
+    ClusterStats,
+    Incident,
+    IncidentEvent,
+    Timeline,
+)
 from duetime._types import (
     JSON,
+    ApiKey,
+    ApiRole,
     Attempt,
     AttemptOutcome,
     DeliveryMode,
     Job,
     JobStatus,
-    ApiKey,
-    ApiRole,
     Leadership,
     MisfirePolicy,
     NodeInfo,
@@ -37,10 +46,12 @@ from duetime._types import (
     Run,
     RunState,
     Schedule,
+    TenantLimits,
+    TenantQueueStats,
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -82,6 +93,15 @@ class JobUpsertParams:
     create_only: bool = False
     target: dict[str, JSON] | None = None
     """A validated non-Python target (``{"type": "http", …}``); copied onto each run."""
+    max_concurrency: int = 0
+    """With overlap ``allow``: runs at once (0 = unlimited); other policies run one."""
+    concurrency_key: str | None = None
+    max_backfill: int = 100
+    sla: float | None = None
+    """Seconds after each scheduled instant within which a run must succeed (alerts)."""
+    expected_duration: float | None = None
+    jitter: float = 0.0
+    """Seconds: each run is available up to this long after its instant (planner)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +215,14 @@ class RunsClaimParams:
     now + lookahead``: each becomes ``running`` with its token incremented, ``attempt``
     incremented and a lease ``(worker_id, now + lease_ttl)``. A run already due is started
     at once (``started_at = now``); one claimed ahead has ``started_at`` NULL until
-    :meth:`Store.run_start`."""
+    :meth:`Store.run_start`.
+
+    Which runs, in which order (docs/fairness.md, store/_fairness.py): the batch is shared
+    among the tenants with due runs (rounds by tenant weight), each tenant's runs taken by
+    priority with aging (``priority_aging`` seconds per step, up to priority
+    ``priority_aging_cap``; 0 s turns aging off). A tenant's quotas (``max_in_flight``,
+    ``max_starts_per_second``) and overlap keys are applied atomically across all claimers; a
+    rate-limited tenant's runs are claimed only once due."""
 
     worker_id: str
     tasks: Sequence[str]
@@ -205,6 +232,20 @@ class RunsClaimParams:
     now: datetime | None = None
     tenant: str | None = None
     """Only runs of this tenant (remote workers act for one tenant); None: every tenant."""
+    queues: Sequence[str] | None = None
+    """Only runs of these queues (a worker pool); None: every queue."""
+    priority_aging: float = 60.0
+    priority_aging_cap: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RunsMisfireParams:
+    """Judge misfires at claim time: never-attempted scheduled runs older than their job's
+    ``misfire_grace`` become ``skipped`` (reason ``misfire_<policy>``) — all of them under
+    ``skip``, all but the latest due one under ``fire_once``, none under ``backfill``."""
+
+    limit: int = 1000
+    now: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,12 +259,14 @@ class ClaimedRun:
 
 @dataclass(frozen=True, slots=True)
 class RunStartParams:
-    """Mark a claimed-ahead run as started, fenced by token, and only if its job may still run
-    (active, or the run is a manual trigger). Returns False when it must not start."""
+    """Mark a claimed-ahead run as started, fenced by token, only while its lease has not
+    lapsed and its job may still run (active, or the run is a manual trigger); the lease is
+    renewed for ``lease_ttl`` seconds when given. Returns False when it must not start."""
 
     run_id: uuid.UUID
     token: int
     now: datetime | None = None
+    lease_ttl: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +353,8 @@ class HistoryPruneParams:
 class ReapResult:
     rescheduled: int
     dead: int
+    reaped: tuple[tuple[str, str, str], ...] = ()
+    """(tenant, task, next state) of each reaped run, for metrics."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +389,59 @@ class RunCancelParams:
     now: datetime | None = None
 
 
+# --- long runs and exactly-once delivery ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgressParams:
+    """Record an attempt's progress (``fraction`` 0..1, optional message), fenced: applied only
+    while the run is ``running`` with ``token``."""
+
+    run_id: uuid.UUID
+    token: int
+    fraction: float
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCheckpointParams:
+    """Store an attempt's checkpoint (already-encoded JSON), fenced like a completion; the next
+    attempt of the run receives it (``Run.checkpoint``)."""
+
+    run_id: uuid.UUID
+    token: int
+    checkpoint: str
+
+
+class ExactlyOnceTx(Protocol):
+    """One open transaction on the run's own database, for an exactly-once attempt: the
+    handler's writes (through :meth:`block`) and the attempt's fenced completion commit
+    together, or not at all. Close it with exactly one :meth:`complete` or :meth:`rollback`."""
+
+    @property
+    def connection(self) -> Any:
+        """The driver connection (PostgreSQL: a psycopg ``AsyncConnection``) in the open
+        transaction."""
+        ...
+
+    def block(self) -> AbstractAsyncContextManager[Any]:
+        """A savepoint inside the transaction, yielding the connection: an exception leaving
+        the block undoes the block's writes (and propagates); the rest stays pending."""
+        ...
+
+    async def complete(self, completion: RunCompletion) -> bool:
+        """Write ``completion`` (the fenced update and the attempt record of
+        :meth:`Store.runs_complete`) in this transaction and commit: True. If the fenced write
+        matches nothing, roll everything back and record the attempt ``stale``: False. An
+        exception (the commit failed) leaves the outcome unknown: the caller re-submits the
+        completion through :meth:`Store.runs_complete`, which then tells."""
+        ...
+
+    async def rollback(self) -> None:
+        """Undo the handler's writes and release the connection; never raises."""
+        ...
+
+
 # --- bulk -------------------------------------------------------------------------------------
 
 
@@ -359,6 +457,22 @@ class JobsInsertManyParams:
     jobs: Sequence[JobUpsertParams]
     now: datetime | None = None
     """``created_at``/``updated_at`` of the new jobs; default: the store's clock."""
+
+
+# --- tenants ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimitsSetParams:
+    """Set some of a tenant's limits; ``None`` leaves a field as it is. ``max_in_flight`` 0 and
+    ``max_starts_per_second`` 0 remove that limit. The start bucket keeps its tokens (capped at
+    the new rate's capacity on its next use)."""
+
+    tenant: str
+    max_in_flight: int | None = None
+    max_starts_per_second: float | None = None
+    weight: int | None = None
+    now: datetime | None = None
 
 
 # --- api keys ---------------------------------------------------------------------------------
@@ -405,6 +519,99 @@ class ApiKeyTouchParams:
     now: datetime | None = None
 
 
+# --- observability (metrics gauges, dashboard, alerts) --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatsParams:
+    """Read the cluster's queues at ``now``; workers and nodes that heartbeated after
+    ``live_after`` count as live."""
+
+    live_after: datetime
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineParams:
+    """A tenant's activity since ``since`` in buckets of ``step`` seconds (runs by the
+    instant they finished, attempts by the instant they ended)."""
+
+    tenant: str
+    since: datetime
+    step: float
+    buckets: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlertFactsParams:
+    """What the alert evaluator reads, at ``now``:
+
+    - dead runs that finished after ``dead_since``, and the runs of ``dead_ids`` still dead;
+    - every active job with an SLA (up to ``limit``), and the jobs of ``sla_ids`` whatever
+      their state;
+    - running runs started before ``running_before``, runs of ``running_ids``, and runs not
+      finished with at least ``lost_leases`` lost attempts since ``dead_since``, each with the
+      durations of its job's last 20 successful runs;
+    - the cluster stats (workers live after ``live_after``)."""
+
+    dead_since: datetime
+    running_before: datetime
+    live_after: datetime
+    lost_leases: int = 2
+    dead_ids: Sequence[uuid.UUID] = ()
+    sla_ids: Sequence[uuid.UUID] = ()
+    running_ids: Sequence[uuid.UUID] = ()
+    limit: int = 1000
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentsApplyParams:
+    """Open an incident for each condition that has none open for its (kind, subject), and
+    resolve the open incidents ``resolve`` ((id, resolution) pairs) — leader-fenced."""
+
+    open: Sequence[AlertCondition] = ()
+    resolve: Sequence[tuple[uuid.UUID, str]] = ()
+    leader: LeaderFence | None = None
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentsApplied:
+    opened: list[Incident]
+    resolved: list[Incident]
+    led: bool = True
+    """False when ``leader`` no longer led: nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentListParams:
+    """Incidents, newest first. ``firing``: True open ones only, False resolved ones only;
+    ``tenants``: only incidents of these tenants (None: every one; cluster-wide incidents have
+    no tenant and match ``None`` in the tuple)."""
+
+    firing: bool | None = None
+    tenants: tuple[str | None, ...] | None = None
+    unsent_before: datetime | None = None
+    """Only incidents with a message to deliver whose next try is due by this instant."""
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentDeliveryParams:
+    """Record a delivery try of ``incident``'s pending ``event``: the webhooks that took it so
+    far (``delivered``); when ``done``, the message is marked sent. Applied only while that
+    event is still the pending one (so two leaders cannot mark it twice)."""
+
+    incident_id: uuid.UUID
+    event: IncidentEvent
+    delivered: Sequence[str]
+    done: bool
+    error: str | None = None
+    next_try_at: datetime | None = None
+    now: datetime | None = None
+
+
 # --- the protocol -----------------------------------------------------------------------------
 
 
@@ -412,6 +619,9 @@ class Store(Protocol):
     """Everything duetime keeps. Implementations: SQLiteStore, PostgresStore."""
 
     dialect: str
+    transient_errors: tuple[type[BaseException], ...]
+    """Errors that mean "the database is unreachable right now" (connection lost, server
+    restarting, file locked): callers pause and retry with backoff."""
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -449,6 +659,10 @@ class Store(Protocol):
     async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult: ...
     async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]: ...
     async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]: ...
+    async def runs_misfire(self, params: RunsMisfireParams) -> int:
+        """Returns how many runs were skipped as misfired."""
+        ...
+
     async def run_start(self, params: RunStartParams) -> bool: ...
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
         """Returns the ids whose lease was extended; the rest were lost."""
@@ -470,6 +684,30 @@ class Store(Protocol):
     async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]: ...
     async def run_cancel(self, params: RunCancelParams) -> Run: ...
     async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]: ...
+
+    # long runs and exactly-once delivery
+    async def run_progress_set(self, params: RunProgressParams) -> bool:
+        """False when the attempt is stale (the run is no longer running with its token)."""
+        ...
+
+    async def run_checkpoint_set(self, params: RunCheckpointParams) -> bool:
+        """False when the attempt is stale; the stored checkpoint is then left as it was."""
+        ...
+
+    async def runs_held(self, worker_id: str) -> list[ClaimedRun]:
+        """The runs whose lease ``worker_id`` holds (running). A worker whose claim failed on a
+        lost connection may have claimed runs without hearing about it: it adopts them."""
+        ...
+
+    async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
+        """Of ``runs`` ((id, token) pairs still running with that token), those a cancel was
+        requested for."""
+        ...
+
+    async def exactly_once_begin(self) -> ExactlyOnceTx:
+        """Open a transaction for an exactly-once attempt (PostgreSQL). Raises
+        :class:`~duetime.errors.UnsupportedFeature` on a store that cannot."""
+        ...
 
     async def history_prune(self, params: HistoryPruneParams) -> int:
         """Returns how many runs were deleted (0 when not the leader)."""
@@ -508,6 +746,23 @@ class Store(Protocol):
         created on first use. Safe to call concurrently: every caller gets the same secret."""
         ...
 
+    async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:
+        """Change the given limits of a tenant (creating its row); returns them all."""
+        ...
+
+    async def tenant_limits_get(self, tenant: str) -> TenantLimits:
+        """A tenant's limits (no limits and weight 1 for a tenant never configured)."""
+        ...
+
+    async def tenant_limits_list(self) -> list[TenantLimits]:
+        """Every tenant that has a row (configured, or has a webhook secret), by id."""
+        ...
+
+    async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
+        """Per tenant and queue with runs waiting or running: due depth, oldest due age,
+        in flight, throttled (by tenant, then queue)."""
+        ...
+
     # api keys
     async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey: ...
     async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
@@ -520,3 +775,17 @@ class Store(Protocol):
 
     async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey: ...
     async def api_key_touch(self, params: ApiKeyTouchParams) -> None: ...
+
+    # observability (store/*/observability.py; queries/observability.sql)
+    async def stats_snapshot(self, params: StatsParams) -> ClusterStats: ...
+    async def stats_timeline(self, params: TimelineParams) -> Timeline: ...
+    async def alert_facts(self, params: AlertFactsParams) -> AlertFacts: ...
+    async def incidents_apply(self, params: IncidentsApplyParams) -> IncidentsApplied: ...
+    async def incidents_list(self, params: IncidentListParams) -> list[Incident]: ...
+    async def incident_delivery(self, params: IncidentDeliveryParams) -> bool:
+        """False when the event was no longer pending (another leader delivered it)."""
+        ...
+
+    async def incidents_prune(self, before: datetime, limit: int = 1000) -> int:
+        """Delete resolved incidents whose messages were sent, resolved before ``before``."""
+        ...

@@ -15,6 +15,7 @@ from typing import Any
 
 from duetime.errors import Permanent, ValidationError
 from duetime.targets.context import RunContext
+from duetime.targets.http import HTTP_TASK
 
 TaskFunc = Callable[..., Any]
 
@@ -104,9 +105,16 @@ async def _fail(ctx: RunContext, payload: Any) -> None:
         raise DemoFailure(f"duetime.fail failing attempt {ctx.attempt} of {times}")
 
 
+async def _http(ctx: RunContext, payload: Any) -> None:
+    """Runs of HTTP-target jobs go to the worker's HTTP executor; this only runs for a run that
+    names the task without a target."""
+    raise Permanent("duetime.http runs need an HTTP target; this run has none")
+
+
 BUILTIN_TASKS: tuple[TaskDef, ...] = (
     TaskDef.of("duetime.noop", _noop),
     TaskDef.of("duetime.sleep", _sleep),
     TaskDef.of("duetime.fail", _fail),
+    TaskDef.of(HTTP_TASK, _http),
 )
 BUILTIN_NAMES = frozenset(t.name for t in BUILTIN_TASKS)

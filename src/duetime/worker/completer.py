@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections import Counter
 from collections.abc import Callable
 
+from duetime import _tracing
 from duetime.store.base import RunCompletion, RunsCompleteParams, Store
 
 log = logging.getLogger("duetime.worker")
@@ -27,10 +30,16 @@ class Completer:
         self.listener = listener
         self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
         self._pending = 0
+        self._pending_runs: Counter[uuid.UUID] = Counter()
 
     def submit(self, completion: RunCompletion) -> None:
         self._pending += 1
+        self._pending_runs[completion.run_id] += 1
         self._queue.put_nowait(completion)
+
+    def pending_runs(self) -> set[uuid.UUID]:
+        """The runs whose outcome is waiting to be written."""
+        return set(self._pending_runs)
 
     @property
     def pending(self) -> int:
@@ -59,13 +68,16 @@ class Completer:
         delay = 0.05
         while True:
             try:
-                applied = await self.store.runs_complete(RunsCompleteParams(batch))
+                with _tracing.span("duetime.complete", **{"duetime.runs": len(batch)}):
+                    applied = await self.store.runs_complete(RunsCompleteParams(batch))
                 break
             except Exception:
                 log.exception("writing %d completions failed; retrying in %.2fs", len(batch), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self._pending -= len(batch)
+        self._pending_runs.subtract(c.run_id for c in batch)
+        self._pending_runs += Counter()  # drop the zeros
         for completion, ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(
@@ -73,6 +85,11 @@ class Completer:
                     completion.run_id,
                     completion.attempt,
                     completion.token,
+                    extra={
+                        "run_id": str(completion.run_id),
+                        "attempt": completion.attempt,
+                        "token": completion.token,
+                    },
                 )
             if self.listener is not None:
                 self.listener(completion, ok)

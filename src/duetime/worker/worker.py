@@ -23,31 +23,39 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
-from duetime._aio import first_of
+from duetime import _tracing
+from duetime._aio import first_of, uncancellable
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
+from duetime._logs import bind_run, set_run
 from duetime._types import AttemptOutcome, DeliveryMode, RunState, RunTrigger, WorkerInfo
 from duetime.store.base import (
     ClaimedRun,
     RunCompletion,
     RunsClaimParams,
     RunsHeartbeatParams,
+    RunsMisfireParams,
     RunStartParams,
     Store,
 )
 from duetime.targets.context import RunContext
+from duetime.targets.http import HostPolicy, HttpExecutor
 from duetime.targets.python import TaskRegistry, invoke
 from duetime.worker.completer import Completer, CompletionListener
+from duetime.worker.longrun import RunSession
+from duetime.worker.observe import RunObserver
 from duetime.worker.retry import Decision, after_failure, after_success
 
 log = logging.getLogger("duetime.worker")
 
 StartListener = Callable[[ClaimedRun], None]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -56,8 +64,11 @@ class _InFlight:
     task: asyncio.Task[None] | None = None
     started_at: datetime | None = None
     lease_lost: bool = False
+    cancel_requested: bool = False
     handed_back: bool = False
     done: bool = field(default=False)
+    session: RunSession | None = None
+    """The attempt's side of ``ctx`` (progress, checkpoints, cancel flag, transaction)."""
 
 
 def new_worker_id() -> str:
@@ -76,33 +87,50 @@ class Worker:
         clock: Clock | None = None,
         on_start: StartListener | None = None,
         on_complete: CompletionListener | None = None,
+        queues: Sequence[str] | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.settings = settings
         self.tasks = list(tasks) if tasks is not None else registry.names()
+        self.queues = None if queues is None else list(dict.fromkeys(queues))
+        """The queues this worker serves (a worker pool); None: every queue."""
         unknown = [t for t in self.tasks if t not in registry]
         if unknown:
             raise ValueError(f"worker asked to serve unregistered tasks: {unknown}")
         self.id = worker_id or new_worker_id()
         self.clock = clock or SystemClock()
         self.on_start = on_start
-        self.completer = Completer(store, batch=settings.worker_batch * 5, listener=on_complete)
+        self.observer = RunObserver()  # metrics: starts, outcomes, durations
+        self.completer = Completer(
+            store, batch=settings.worker_batch * 5, listener=self.observer.listener(on_complete)
+        )
         self._inflight: dict[uuid.UUID, _InFlight] = {}
         self._slot_freed = asyncio.Event()
+        self._beat_now = asyncio.Event()
         self._claiming = True
         self._offset = timedelta(0)
         self._executor = ThreadPoolExecutor(
             max_workers=settings.worker_concurrency, thread_name_prefix="duetime-task"
         )
+        self.http = HttpExecutor(  # runs with an HTTP target; one connection pool per worker
+            secret_for=store.tenant_secret,
+            policy=HostPolicy.parse(settings.http_allow_hosts),
+            concurrency=settings.worker_concurrency,
+        )
         self._rng = random.Random()
+        self._next_misfire_check = 0.0
+        self._claim_failures = 0
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then shut down gracefully. Re-raises if a loop dies."""
-        await self._register()
-        await self._measure_clock_offset()
+        try:  # the database may not be up yet: wait for it
+            await self._retrying(self._register, "registering the worker", stop)
+            await self._retrying(self._measure_clock_offset, "reading the DB clock", stop)
+        except _Stopped:
+            return
         completer_stop = asyncio.Event()
         loops = [
             asyncio.create_task(self._produce(stop), name="duetime-producer"),
@@ -131,6 +159,8 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.store.worker_unregister(self.id)
             self._executor.shutdown(wait=False, cancel_futures=True)
+            with contextlib.suppress(Exception):
+                await self.http.close()
 
     async def _register(self) -> None:
         now = await self.store.db_now()
@@ -140,7 +170,7 @@ class Worker:
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 tasks=tuple(self.tasks),
-                queues=("default",),
+                queues=tuple(self.queues) if self.queues is not None else ("*",),
                 started_at=now,
                 heartbeat_at=now,
             )
@@ -159,6 +189,29 @@ class Worker:
     def _db_now(self) -> datetime:
         return self.clock.now() + self._offset
 
+    async def _retrying(
+        self,
+        op: Callable[[], Awaitable[T]],
+        what: str,
+        stop: asyncio.Event | None = None,
+    ) -> T:
+        """``op()`` until it succeeds, pausing with backoff while the database is unreachable
+        (``store.transient_errors``); raises _Stopped if ``stop`` is set first. Other errors
+        propagate."""
+        delay = 0.05
+        while True:
+            try:
+                return await op()
+            except self.store.transient_errors as exc:
+                log.warning(
+                    "%s failed (database unreachable? %s); retrying in %.2fs", what, exc, delay
+                )
+            if stop is None:
+                await asyncio.sleep(delay)
+            elif await _stopped(stop, delay):
+                raise _Stopped
+            delay = min(delay * 2, 5.0)
+
     async def _drain(self) -> None:
         """Phase two of shutdown: wait for running work, then hand back the rest."""
         self._claiming = False
@@ -175,11 +228,35 @@ class Worker:
             if item.task is not None:
                 item.handed_back = True
                 item.task.cancel()
-        while self._inflight:
+        # cancelled tasks hand their runs back promptly; one stuck past this is left to the
+        # reaper (its lease lapses) rather than blocking the process from exiting
+        deadline = time.monotonic() + 10.0
+        while self._inflight and time.monotonic() < deadline:
             self._slot_freed.clear()
-            await self._slot_freed.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_freed.wait(), deadline - time.monotonic())
+        if self._inflight:
+            log.error(
+                "%d runs did not hand back in time; their leases will lapse", len(self._inflight)
+            )
 
     # --- producer -------------------------------------------------------------------------
+
+    async def _judge_misfires(self) -> None:
+        """At most once a second, before claiming: runs that waited past their job's misfire
+        grace while no worker was up are skipped as the job's misfire policy says."""
+        now = time.monotonic()
+        if now < self._next_misfire_check:
+            return
+        self._next_misfire_check = now + 1.0
+        try:
+            skipped = await self.store.runs_misfire(RunsMisfireParams())
+        except Exception as exc:
+            log.warning("judging misfires failed (%s); retrying later", exc)
+            return
+        if skipped:
+            self.observer.misfired(skipped)
+            log.warning("skipped %d runs that missed their misfire grace", skipped)
 
     async def _produce(self, stop: asyncio.Event) -> None:
         while self._claiming and not stop.is_set():
@@ -188,25 +265,52 @@ class Worker:
                 self._slot_freed.clear()
                 await first_of(stop.wait(), self._slot_freed.wait())
                 continue
+            await self._judge_misfires()
             limit = min(free, self.settings.worker_batch)
             try:
-                claimed = await self.store.runs_claim(
-                    RunsClaimParams(
-                        worker_id=self.id,
-                        tasks=self.tasks,
-                        limit=limit,
-                        lease_ttl=self.settings.lease_ttl,
-                        lookahead=self.settings.worker_lookahead,
+                if self._claim_failures:
+                    await self._adopt_orphans()
+                with _tracing.span("duetime.claim", worker_id=self.id, limit=limit):
+                    claimed = await self.store.runs_claim(
+                        RunsClaimParams(
+                            worker_id=self.id,
+                            tasks=self.tasks,
+                            limit=limit,
+                            lease_ttl=self.settings.lease_ttl,
+                            lookahead=self.settings.worker_lookahead,
+                            queues=self.queues,
+                            priority_aging=self.settings.priority_aging,
+                            priority_aging_cap=self.settings.priority_aging_cap,
+                        )
                     )
-                )
-            except Exception:
-                log.exception("claiming runs failed; retrying")
+            except Exception as exc:
+                if isinstance(exc, self.store.transient_errors):
+                    log.warning("claiming runs failed (database unreachable? %s); retrying", exc)
+                else:
+                    log.exception("claiming runs failed; retrying")
                 claimed = []
-                await first_of(stop.wait(), asyncio.sleep(self._poll_delay()))
+                self._claim_failures += 1
+                pause = min(self._poll_delay() * 2 ** (self._claim_failures - 1), 5.0)
+                await first_of(stop.wait(), asyncio.sleep(pause))
+                continue
+            self._claim_failures = 0
             for item in claimed:
                 self._spawn(item)
             if len(claimed) < limit:
                 await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
+
+    async def _adopt_orphans(self) -> None:
+        """A claim that failed on a lost connection may have been committed: its runs are ours
+        (our lease) but we never heard of them. Run them now rather than after their lease
+        expires. Known runs — executing, or with an outcome waiting to be written — are taken
+        before asking, so a run finishing meanwhile is never taken for an orphan."""
+        known = set(self._inflight) | self.completer.pending_runs()
+        for claimed in await self.store.runs_held(self.id):
+            if claimed.run.id not in known and claimed.run.id not in self._inflight:
+                log.warning(
+                    "run %s: claimed by a claim whose answer was lost; running it", claimed.run.id
+                )
+                self._spawn(claimed)
 
     def _poll_delay(self) -> float:
         base = min(self.settings.worker_poll_interval, self.settings.worker_lookahead)
@@ -215,6 +319,7 @@ class Worker:
     def _spawn(self, claimed: ClaimedRun) -> None:
         item = _InFlight(claimed, started_at=claimed.run.started_at)
         self._inflight[claimed.run.id] = item
+        self.observer.claimed(claimed)
         item.task = asyncio.create_task(self._execute(item), name=f"duetime-run-{claimed.run.id}")
 
     # --- one run --------------------------------------------------------------------------
@@ -222,14 +327,29 @@ class Worker:
     async def _execute(self, item: _InFlight) -> None:
         claimed = item.claimed
         run = claimed.run
+        set_run(run)  # every line logged by this task is about this run
+        session = item.session = RunSession(
+            self.store,
+            run,
+            delivery=claimed.delivery,
+            loop=asyncio.get_running_loop(),
+            lease_ttl=self.settings.lease_ttl,
+            request_heartbeat=self._beat_now.set,
+        )
         try:
+            decision: Decision | None = None
             try:
-                if item.started_at is None and not await self._start_at_instant(item):
-                    return
-                decision = await self._call(item)
+                if item.started_at is not None or await self._start_at_instant(item):
+                    with _tracing.span(
+                        "duetime.execute",
+                        **{f"duetime.{k}": v for k, v in _span_fields(run).items()},
+                    ):
+                        decision = await self._call(item)
             except asyncio.CancelledError:
+                session.signal_cancel()
                 decision = self._interrupted(item)
-            self._submit(item, decision)
+            # the outcome must be written even if a cancel arrives meanwhile
+            await uncancellable(self._finish(item, decision))
         finally:
             item.done = True
             self._inflight.pop(run.id, None)
@@ -240,9 +360,39 @@ class Worker:
         delay = (run.available_at - self._db_now()).total_seconds()
         if delay > 0:
             await asyncio.sleep(delay)
-        if not await self.store.run_start(RunStartParams(run_id=run.id, token=run.token)):
+        params = RunStartParams(run_id=run.id, token=run.token, lease_ttl=self.settings.lease_ttl)
+        failed = False
+
+        async def start() -> bool:
+            nonlocal failed
+            try:
+                return await self.store.run_start(params)
+            except self.store.transient_errors:
+                failed = True
+                raise
+
+        # a run whose start cannot be written does not run; the database being down only
+        # pauses it (a lost lease cancels this task meanwhile)
+        try:
+            started = await self._retrying(start, f"starting run {run.id}")
+            if not started and failed:
+                # the failed try may have been written after all: then the run is ours to run
+                current = await self._retrying(
+                    lambda: self.store.run_get(run.tenant, run.id), f"reading run {run.id}"
+                )
+                started = (
+                    current.state is RunState.RUNNING
+                    and current.token == run.token
+                    and current.started_at is not None
+                )
+        except Exception:
+            log.exception("run %s: writing its start failed; it does not run here", run.id)
+            return False
+        if not started:
+            self.observer.not_started(item.claimed)
             log.info(
-                "run %s of %s will not start: its job was paused, cancelled or changed",
+                "run %s of %s will not start: its job was paused, cancelled or changed, its "
+                "lease lapsed, or its overlap policy held it back",
                 run.id,
                 run.job_name,
             )
@@ -266,7 +416,10 @@ class Worker:
             token=run.token,
             worker_id=self.id,
             payload=run.payload,
+            last_checkpoint=run.checkpoint,
+            hooks=item.session,
         )
+        self.observer.started(claimed, item.started_at)
         if self.on_start is not None:
             self.on_start(claimed)
         if task is None:  # pragma: no cover - claims only ask for registered tasks
@@ -275,15 +428,21 @@ class Worker:
                 LookupError(f"task {run.task!r} is not registered here"),
                 AttemptOutcome.FAILED,
             )
+        call = (
+            self.http.execute(ctx, run.target)
+            if run.target is not None
+            else invoke(task, ctx, self._executor)
+        )
         try:
             if claimed.timeout is not None:
-                await asyncio.wait_for(invoke(task, ctx, self._executor), claimed.timeout)
+                await asyncio.wait_for(call, claimed.timeout)
             else:
-                await invoke(task, ctx, self._executor)
-        except TimeoutError:
-            return self._failed(
-                item, TimeoutError(f"timed out after {claimed.timeout}s"), AttemptOutcome.TIMED_OUT
-            )
+                await call
+        except TimeoutError as exc:
+            if item.session is not None:  # a sync task's thread keeps running: tell it to stop
+                item.session.signal_cancel()
+            message = str(exc) or f"timed out after {claimed.timeout}s"
+            return self._failed(item, TimeoutError(message), AttemptOutcome.TIMED_OUT)
         except Exception as exc:
             return self._failed(item, exc, AttemptOutcome.FAILED)
         return after_success()
@@ -302,7 +461,12 @@ class Worker:
         )
 
     def _interrupted(self, item: _InFlight) -> Decision:
-        """The run's task was cancelled: its lease was lost, or the worker is shutting down."""
+        """The run's task was cancelled: its lease was lost, a cancel was requested, or the
+        worker is shutting down."""
+        if item.cancel_requested and not item.lease_lost:
+            return Decision(
+                AttemptOutcome.CANCELLED, RunState.CANCELLED, None, "cancelled", None, "cancelled"
+            )
         if item.lease_lost:
             return Decision(
                 AttemptOutcome.CANCELLED, RunState.SCHEDULED, None, "lease_lost", None, "lease lost"
@@ -326,39 +490,84 @@ class Worker:
             "worker shut down; run handed back",
         )
 
+    async def _finish(self, item: _InFlight, decision: Decision | None) -> None:
+        """Write the attempt's outcome (``None``: it never started, nothing to write). Its
+        checkpoints are stored first; an exactly-once attempt that opened a transaction
+        commits it with the outcome, or rolls it back."""
+        session = item.session
+        assert session is not None
+        try:
+            if decision is None:
+                return
+            self.observer.finished(item.claimed.run.id)
+            await session.flush()
+            if session.in_transaction and decision.outcome is AttemptOutcome.SUCCEEDED:
+                completion = self._completion(item, decision)
+                try:
+                    applied = await session.commit(completion)
+                except Exception as exc:
+                    # unknown whether it committed: submit a failure; it is refused (stale)
+                    # if the commit did happen, else the run is retried
+                    log.warning("run %s: exactly-once commit failed: %s", item.claimed.run.id, exc)
+                    self._submit(item, self._failed(item, exc, AttemptOutcome.FAILED))
+                    return
+                if not applied:
+                    log.warning(
+                        "run %s: attempt %d was stale; its transaction was rolled back",
+                        item.claimed.run.id,
+                        item.claimed.run.attempt,
+                    )
+                if self.completer.listener is not None:
+                    self.completer.listener(completion, applied)
+                return
+            await session.close()  # roll back an exactly-once attempt that did not succeed
+            self._submit(item, decision)
+        finally:
+            await session.close()
+
     def _submit(self, item: _InFlight, decision: Decision) -> None:
+        self.completer.submit(self._completion(item, decision))
+
+    def _completion(self, item: _InFlight, decision: Decision) -> RunCompletion:
         run = item.claimed.run
         claimed_at = run.claimed_at or self._db_now()
-        self.completer.submit(
-            RunCompletion(
-                run_id=run.id,
-                token=run.token,
-                worker_id=self.id,
-                attempt=run.attempt,
-                claimed_at=claimed_at,
-                started_at=item.started_at,
-                outcome=decision.outcome,
-                next_state=decision.next_state,
-                available_at=decision.available_at,
-                reason=decision.reason,
-                error_class=decision.error_class,
-                error_message=decision.error_message,
-                completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
-                refund_attempt=item.started_at is None,
-            )
+        return RunCompletion(
+            run_id=run.id,
+            token=run.token,
+            worker_id=self.id,
+            attempt=run.attempt,
+            claimed_at=claimed_at,
+            started_at=item.started_at,
+            outcome=decision.outcome,
+            next_state=decision.next_state,
+            available_at=decision.available_at,
+            reason=decision.reason,
+            error_class=decision.error_class,
+            error_message=decision.error_message,
+            completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
+            refund_attempt=item.started_at is None,
         )
 
     # --- heartbeat ------------------------------------------------------------------------
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
+        interval = self.settings.heartbeat_interval
+        delay = interval
         while not stop.is_set():
-            await first_of(stop.wait(), asyncio.sleep(self.settings.heartbeat_interval))
+            await first_of(stop.wait(), asyncio.sleep(delay), self._beat_now.wait())
             if stop.is_set():
                 return
+            self._beat_now.clear()
             try:
                 await self.heartbeat_once()
-            except Exception:
-                log.exception("heartbeat failed; leases may lapse if this persists")
+                delay = interval
+            except Exception as exc:
+                # retry sooner than the interval, so a short outage does not cost the leases
+                delay = min(interval, 0.2 if delay >= interval else delay * 2)
+                if isinstance(exc, self.store.transient_errors):
+                    log.warning("heartbeat failed (database unreachable? %s); retrying", exc)
+                else:
+                    log.exception("heartbeat failed; leases may lapse if this persists")
 
     async def heartbeat_once(self) -> None:
         """Extend the leases of runs in flight; cancel locally those whose lease was lost."""
@@ -375,14 +584,56 @@ class Worker:
         )
         for item in items:
             if item.claimed.run.id not in kept and not item.done and item.task is not None:
-                log.warning(
-                    "run %s: lease lost (token %d); stopping it here",
-                    item.claimed.run.id,
-                    item.claimed.run.token,
-                )
+                with bind_run(item.claimed.run):
+                    log.warning(
+                        "run %s: lease lost (token %d); stopping it here",
+                        item.claimed.run.id,
+                        item.claimed.run.token,
+                    )
                 item.lease_lost = True
-                item.task.cancel()
+                self._stop_run(item)
+        held = [i for i in items if i.claimed.run.id in kept and not i.done]
+        if not held:
+            return
+        cancels = await self.store.runs_cancel_requested(
+            [(i.claimed.run.id, i.claimed.run.token) for i in held]
+        )
+        for item in held:
+            if item.claimed.run.id in cancels and not item.done and not item.cancel_requested:
+                with bind_run(item.claimed.run):
+                    log.info("run %s: cancel requested; stopping it", item.claimed.run.id)
+                item.cancel_requested = True
+                self._stop_run(item)
+
+    @staticmethod
+    def _stop_run(item: _InFlight) -> None:
+        """Raise ``ctx.cancelled`` and cancel the run's task (a sync task's thread cannot be
+        interrupted: it is abandoned, and should poll ``ctx.cancelled``)."""
+        if item.session is not None:
+            item.session.signal_cancel()
+        if item.task is not None:
+            item.task.cancel()
 
     @property
     def in_flight(self) -> int:
         return len(self._inflight)
+
+
+def _span_fields(run: Any) -> dict[str, Any]:
+    return {
+        "run_id": str(run.id),
+        "job": run.job_name,
+        "tenant": run.tenant,
+        "task": run.task,
+        "attempt": run.attempt,
+        "token": run.token,
+    }
+
+
+class _Stopped(Exception):
+    """Stop was requested while waiting for the database."""
+
+
+async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
+    await first_of(stop.wait(), asyncio.sleep(seconds))
+    return stop.is_set()

@@ -18,24 +18,30 @@ from typing import Any, LiteralString, cast
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from duetime import _json
 from duetime._clock import Clock
 from duetime._types import (
+    ApiKey,
     Attempt,
     Job,
     JobStatus,
     Leadership,
     NodeInfo,
+    OverlapPolicy,
     Page,
     Run,
     RunState,
     RunTrigger,
+    TenantLimits,
+    TenantQueueStats,
     WorkerInfo,
 )
 from duetime.errors import Conflict, NotFound, SchemaError
 from duetime.store import _rows
+from duetime.store._fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
+from duetime.store._overlap import StartVerdict, decide_start
 from duetime.store._rows import NativeCodec, to_micros
 from duetime.store._values import (
     PENDING_END_STATE,
@@ -47,6 +53,10 @@ from duetime.store._values import (
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
+    ApiKeyCreateParams,
+    ApiKeyListParams,
+    ApiKeyRevokeParams,
+    ApiKeyTouchParams,
     ClaimedRun,
     HistoryPruneParams,
     JobListParams,
@@ -67,9 +77,13 @@ from duetime.store.base import (
     RunsCompleteParams,
     RunsHeartbeatParams,
     RunsMaterializeParams,
+    RunsMisfireParams,
     RunStartParams,
     RunTriggerParams,
+    TenantLimitsSetParams,
 )
+from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
+from duetime.store.postgres.observability import PostgresObservability
 from duetime.store.sqlfile import load_migrations, load_queries
 
 _C = NativeCodec()
@@ -79,7 +93,7 @@ _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
 _RUN_COLUMNS = (
     "id job_id tenant job_name task queue payload scheduled_for available_at priority "
     "max_attempts backoff_base backoff_factor backoff_cap timeout_s delivery one_shot trigger "
-    "idempotency_key request_hash target"
+    "idempotency_key request_hash target concurrency_key"
 ).split()
 
 
@@ -98,8 +112,22 @@ def _columns(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, 
     return {name: [_encode(row[name]) for row in rows] for name in names}
 
 
-class PostgresStore:
+async def _configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Every pooled connection: no JIT. duetime's statements are short OLTP queries; once
+    statistics show a large backlog, the planner's estimate for the fair claim (a lateral scan
+    per tenant group) passes jit_above_cost and compiling it takes seconds for a query that runs
+    in milliseconds (docs/decisions/0005-priority-aging-at-claim-time.md)."""
+    await conn.execute("SET jit = off")
+
+
+class PostgresStore(PostgresLongRuns, PostgresObservability):
     dialect = "postgres"
+    transient_errors: tuple[type[BaseException], ...] = (
+        psycopg.OperationalError,
+        psycopg.InterfaceError,
+        PoolTimeout,
+        OSError,
+    )
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
@@ -121,8 +149,15 @@ class PostgresStore:
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
             reconnect_timeout=60,
+            # a connection broken by a server restart is replaced before use, not failed on
+            check=AsyncConnectionPool.check_connection,
+            configure=_configure_connection,
         )
-        await pool.open(wait=True, timeout=30)
+        try:
+            await pool.open(wait=True, timeout=30)
+        except BaseException:
+            await pool.close()  # stop its reconnect attempts
+            raise
         self._pool = pool
 
     async def close(self) -> None:
@@ -375,14 +410,17 @@ class PostgresStore:
         copy_sql = sql.SQL(cast(LiteralString, _Q["jobs_bulk_copy"])).format(
             columns=sql.SQL(", ").join(sql.Identifier(n) for n in names)
         )
+        every = names.index("every_us")  # the one value the driver cannot take as it is
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
+            tail = ("active", now, now)
             await conn.execute(cast(LiteralString, _Q["jobs_bulk_stage"]))
             async with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
                 for values in rows:
-                    await copy.write_row(
-                        (*[_encode(v) for v in values.values()], "active", now, now)
-                    )
+                    row = [*values.values(), *tail]
+                    if row[every] is not None:
+                        row[every] = _encode(row[every])
+                    await copy.write_row(row)
             return await self._exec(conn, "jobs_bulk_insert")
 
     # --- runs: materialize, trigger -------------------------------------------------------
@@ -471,31 +509,184 @@ class PostgresStore:
     # --- runs: the worker's path ----------------------------------------------------------
 
     async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]:
-        if not params.tasks:
+        if not params.tasks or (params.queues is not None and not params.queues):
             return []
-        async with self._read() as conn:
-            rows = await self._all(
-                conn,
-                "runs_claim",
-                worker_id=params.worker_id,
-                lease_ttl=params.lease_ttl,
-                lookahead=params.lookahead,
-                tasks=list(params.tasks),
-                limit=params.limit,
-                now=self._fixed_now(params.now),
-            )
+        aging = Aging(params.priority_aging, params.priority_aging_cap)
+        rows = await self._claim_fair(params, aging, params.limit, only_fast=False)
+        # the locked step: runs of limited tenants and runs with an overlap key, when the
+        # one-statement claim left room and saw some (or claimed nothing, so could not say);
+        # what a quota or a busy key keeps from its share goes to the others
+        if len(rows) < params.limit and (not rows or rows[0]["deferred"]):
+            locked, found = await self._claim_locked(params, aging, params.limit - len(rows))
+            rows += locked
+            if found and len(rows) < params.limit:
+                rows += await self._claim_fair(
+                    params, aging, params.limit - len(rows), only_fast=True
+                )
         claimed = [_rows.claimed_from_row(r, _C) for r in rows]
         claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
         return claimed
 
-    async def run_start(self, params: RunStartParams) -> bool:
+    async def _claim_fair(
+        self, params: RunsClaimParams, aging: Aging, limit: int, *, only_fast: bool
+    ) -> list[Any]:
         async with self._read() as conn:
+            return await self._all(
+                conn,
+                "runs_claim_fair",
+                worker_id=params.worker_id,
+                lease_ttl=params.lease_ttl,
+                lookahead=params.lookahead,
+                tasks=list(params.tasks),
+                limit=limit,
+                now=self._fixed_now(params.now),
+                tenant=params.tenant,
+                queues=None if params.queues is None else list(params.queues),
+                aging_us=aging.interval_us,
+                aging_cap=aging.cap,
+                only_fast=only_fast,
+            )
+
+    async def _claim_locked(
+        self, params: RunsClaimParams, aging: Aging, capacity: int
+    ) -> tuple[list[Any], bool]:
+        """Claim runs a quota or an overlap key limits: lock candidates (SKIP LOCKED), take an
+        advisory lock per limited tenant and per key, count in a fresh statement, decide
+        (store/_fairness.py), record the tenants' start buckets. Returns the claimed rows and
+        whether there were candidates at all."""
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            found = await self._all(
+                conn,
+                "runs_claim_locked_candidates",
+                now=now,
+                lookahead=params.lookahead,
+                tasks=list(params.tasks),
+                tenant=params.tenant,
+                queues=None if params.queues is None else list(params.queues),
+                limit=capacity * 4,
+            )
+            if not found:
+                return [], False
+            candidates = [_rows.locked_candidate_from_row(r, _C, now) for r in found]
+            keys = overlap_keys([c for _, c in candidates])
+            limited = sorted({r["tenant"] for r in found if r["limited"]})
+            await self._exec(
+                conn, "overlap_keys_lock", keys=keys + [tenant_lock_key(t) for t in limited]
+            )
+            # the clock once the locks are ours: later than every claim that held them before,
+            # so start buckets refill monotonically and starts are stamped when they happen
+            now = await self._now(conn, params.now)
+            counted = await self._all(conn, "runs_running_by_key", keys=keys) if keys else []
+            quota_rows = await self._all(conn, "tenant_quotas", tenants=limited) if limited else []
+            plan = plan_locked_claim(
+                candidates,
+                weights={r["tenant"]: r["weight"] for r in found},
+                in_flight={r["tenant"]: r["running"] for r in found},
+                running={r["concurrency_key"]: r["running"] for r in counted},
+                quotas={
+                    q.tenant: q
+                    for q in (_rows.tenant_quota_from_row(r, _C, now) for r in quota_rows)
+                },
+                capacity=capacity,
+                now=now,
+                aging=aging,
+            )
+            decision = plan.decision
+            if decision.replace_keys:
+                await self._replace(conn, sorted(decision.replace_keys), now)
+            if decision.skip:
+                await self._exec(conn, "runs_skip_overlap", ids=decision.skip, now=now)
+            buckets = plan.buckets()
+            if buckets:
+                await self._exec(
+                    conn,
+                    "tenant_buckets_set",
+                    tenants=[b[0] for b in buckets],
+                    tokens=[b[1] for b in buckets],
+                    now=now,
+                )
+            if not decision.claim:
+                return [], True
+            claimed = await self._all(
+                conn,
+                "runs_claim_ids",
+                ids=decision.claim,
+                worker_id=params.worker_id,
+                lease_ttl=params.lease_ttl,
+                now=now,
+            )
+            return claimed, True
+
+    async def _replace(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        keys: list[str],
+        now: datetime,
+        *,
+        keep: uuid.UUID | None = None,
+    ) -> None:
+        """Cancel the running runs of ``keys`` (but ``keep``), recording their attempts."""
+        victims = [
+            _rows.run_from_row(r, _C)
+            for r in await self._all(conn, "runs_running_of_keys", keys=keys)
+            if r["id"] != keep
+        ]
+        for run in victims:
+            if await self._exec(conn, "run_replace", id=run.id, token=run.token, now=now):
+                await self._exec(
+                    conn,
+                    "attempts_insert",
+                    run_id=[run.id],
+                    token=[run.token],
+                    job_id=[run.job_id],
+                    tenant=[run.tenant],
+                    number=[run.attempt],
+                    worker_id=[run.lease_owner or "?"],
+                    claimed_at=[run.claimed_at or now],
+                    started_at=[run.started_at],
+                    finished_at=[now],
+                    outcome=["cancelled"],
+                    error_class=[None],
+                    error_message=["replaced by a newer run"],
+                )
+
+    async def runs_misfire(self, params: RunsMisfireParams) -> int:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "runs_misfire", now=self._fixed_now(params.now), limit=params.limit
+            )
+        return len(rows)
+
+    async def run_start(self, params: RunStartParams) -> bool:
+        async with self._tx() as conn:
+            info = await self._one(
+                conn, "run_start_overlap_info", id=params.run_id, token=params.token
+            )
+            if info is not None:
+                now = await self._now(conn, params.now)
+                key = info["concurrency_key"]
+                await self._exec(conn, "overlap_keys_lock", keys=[key])
+                counted = await self._one(conn, "runs_started_of_key", key=key, id=params.run_id)
+                verdict = decide_start(
+                    OverlapPolicy(info["overlap_policy"]),
+                    RunTrigger(info["trigger"]),
+                    info["max_concurrency"],
+                    counted["running"],
+                )
+                if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
+                    query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
+                    await self._exec(conn, query, id=params.run_id, token=params.token, now=now)
+                    return False
+                if verdict is StartVerdict.REPLACE:
+                    await self._replace(conn, [key], now, keep=params.run_id)
             row = await self._one(
                 conn,
                 "run_start",
                 id=params.run_id,
                 token=params.token,
                 now=self._fixed_now(params.now),
+                lease_ttl=params.lease_ttl,
             )
         return row is not None
 
@@ -527,20 +718,7 @@ class PostgresStore:
                 conn,
                 "runs_complete",
                 now=self._fixed_now(params.now),
-                run_id=[c.run_id for c in cs],
-                token=[c.token for c in cs],
-                next_state=[str(c.next_state) for c in cs],
-                available_at=[c.available_at for c in cs],
-                reason=[c.reason for c in cs],
-                error_class=[c.error_class for c in cs],
-                error_message=[c.error_message for c in cs],
-                worker_id=[c.worker_id for c in cs],
-                number=[c.attempt for c in cs],
-                claimed_at=[c.claimed_at for c in cs],
-                started_at=[c.started_at for c in cs],
-                outcome=[str(c.outcome) for c in cs],
-                completes_job=[c.completes_job for c in cs],
-                refund_attempt=[c.refund_attempt for c in cs],
+                **completion_columns(cs),
             )
         applied = {(r["run_id"], r["token"]): r["applied"] for r in rows}
         return [
@@ -594,7 +772,10 @@ class PostgresStore:
             rescheduled = sum(1 for d in decisions if d[0] is RunState.SCHEDULED)
             if rescheduled:
                 await self._exec(conn, "notify_runs")
-        return ReapResult(rescheduled=rescheduled, dead=len(decisions) - rescheduled)
+        reaped = tuple(
+            (c.run.tenant, c.run.task, str(d[0])) for c, d in zip(claimed, decisions, strict=True)
+        )
+        return ReapResult(rescheduled=rescheduled, dead=len(decisions) - rescheduled, reaped=reaped)
 
     # --- runs: reading and operator actions -----------------------------------------------
 
@@ -604,6 +785,13 @@ class PostgresStore:
         if row is None:
             raise NotFound(f"run {run_id} not found")
         return _rows.run_from_row(row, _C)
+
+    async def run_get_claimed(self, tenant: str, run_id: uuid.UUID) -> ClaimedRun:
+        async with self._read() as conn:
+            row = await self._one(conn, "run_get", tenant=tenant, id=run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return _rows.claimed_from_row(row, _C)
 
     async def runs_list(self, params: RunListParams) -> Page[Run]:
         before_at, before_id = params.before or (None, None)
@@ -821,3 +1009,88 @@ class PostgresStore:
                 )
                 row = await self._one(conn, "tenant_secret_get", tenant=tenant)
         return str(row["webhook_secret"])
+
+    async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:
+        async with self._read() as conn:
+            row = await self._one(
+                conn,
+                "tenant_limits_upsert",
+                tenant=params.tenant,
+                secret=new_webhook_secret(),
+                max_in_flight=params.max_in_flight,
+                max_starts_per_second=params.max_starts_per_second,
+                weight=params.weight,
+                now=self._fixed_now(params.now),
+            )
+        return _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_get(self, tenant: str) -> TenantLimits:
+        async with self._read() as conn:
+            row = await self._one(conn, "tenant_limits_get", tenant=tenant)
+        return TenantLimits(tenant) if row is None else _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_list(self) -> list[TenantLimits]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tenant_limits_list")
+        return [_rows.tenant_limits_from_row(r) for r in rows]
+
+    async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tenant_stats", now=self._fixed_now(now))
+            quota_rows = await self._all(conn, "tenant_quota_states")
+        return _rows.tenant_stats_from_rows(rows, quota_rows, _C)
+
+    # --- api keys -------------------------------------------------------------------------
+
+    async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey:
+        async with self._read() as conn:
+            row = await self._one(
+                conn,
+                "api_key_insert",
+                id=params.id,
+                tenant=params.tenant,
+                role=str(params.role),
+                name=params.name,
+                prefix=params.prefix,
+                key_hash=params.key_hash,
+                now=self._fixed_now(params.now),
+            )
+        return _rows.api_key_from_row(row, _C)
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        async with self._read() as conn:
+            row = await self._one(conn, "api_key_get_by_hash", key_hash=key_hash)
+        return None if row is None else _rows.api_key_from_row(row, _C)
+
+    async def api_keys_list(self, params: ApiKeyListParams) -> list[ApiKey]:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn,
+                "api_keys_list",
+                tenant=params.tenant,
+                include_revoked=params.include_revoked,
+            )
+        return [_rows.api_key_from_row(r, _C) for r in rows]
+
+    async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
+        async with self._read() as conn:
+            row = await self._one(
+                conn,
+                "api_key_revoke",
+                id=params.id,
+                tenant=params.tenant,
+                now=self._fixed_now(params.now),
+            )
+        if row is None:
+            raise NotFound(f"API key {params.id} not found")
+        return _rows.api_key_from_row(row, _C)
+
+    async def api_key_touch(self, params: ApiKeyTouchParams) -> None:
+        async with self._read() as conn:
+            await self._exec(
+                conn,
+                "api_key_touch",
+                id=params.id,
+                every=params.every,
+                now=self._fixed_now(params.now),
+            )

@@ -22,19 +22,25 @@ import aiosqlite
 from duetime import _json
 from duetime._clock import Clock, SystemClock
 from duetime._types import (
+    ApiKey,
     Attempt,
     Job,
     JobStatus,
     Leadership,
     NodeInfo,
+    OverlapPolicy,
     Page,
     Run,
     RunState,
     RunTrigger,
+    TenantLimits,
+    TenantQueueStats,
     WorkerInfo,
 )
 from duetime.errors import Conflict, NotFound, SchemaError, UnsupportedFeature
 from duetime.store import _rows
+from duetime.store._fairness import Aging, overlap_keys, plan_locked_claim
+from duetime.store._overlap import StartVerdict, decide_start
 from duetime.store._rows import SQLiteCodec, to_micros
 from duetime.store._values import (
     PENDING_END_STATE,
@@ -46,6 +52,10 @@ from duetime.store._values import (
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
+    ApiKeyCreateParams,
+    ApiKeyListParams,
+    ApiKeyRevokeParams,
+    ApiKeyTouchParams,
     ClaimedRun,
     HistoryPruneParams,
     JobListParams,
@@ -66,10 +76,14 @@ from duetime.store.base import (
     RunsCompleteParams,
     RunsHeartbeatParams,
     RunsMaterializeParams,
+    RunsMisfireParams,
     RunStartParams,
     RunTriggerParams,
+    TenantLimitsSetParams,
 )
 from duetime.store.sqlfile import load_migrations, load_queries
+from duetime.store.sqlite.longruns import SQLiteLongRuns
+from duetime.store.sqlite.observability import SQLiteObservability
 
 _C = SQLiteCodec()
 _Q = load_queries("sqlite")
@@ -103,8 +117,9 @@ def sqlite_path(url: str) -> str:
     return url
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
     dialect = "sqlite"
+    transient_errors: tuple[type[BaseException], ...] = (sqlite3.OperationalError,)
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.path = sqlite_path(url)
@@ -439,36 +454,182 @@ class SQLiteStore:
     # --- runs: the worker's path ----------------------------------------------------------
 
     async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]:
-        if not params.tasks:
+        if not params.tasks or (params.queues is not None and not params.queues):
             return []
-        now = self._now(params.now)
+        aging = Aging(params.priority_aging, params.priority_aging_cap)
         async with self._tx() as conn:
-            rows = await self._all(
-                conn,
-                "runs_claim",
-                worker_id=params.worker_id,
-                lease_expires_at=now + timedelta(seconds=params.lease_ttl),
-                now=now,
-                until=now + timedelta(seconds=params.lookahead),
-                tasks=_json.dumps(list(params.tasks)),
-                limit=params.limit,
-            )
+            now = self._now(params.now)  # read under the lock: start buckets refill monotonically
+            rows = await self._claim_fair(conn, params, now, aging, params.limit, only_fast=False)
+            if len(rows) < params.limit:
+                # runs a quota or an overlap key limits; what a quota or a busy key keeps
+                # from its share goes to the others
+                locked, found = await self._claim_locked(
+                    conn, params, now, aging, params.limit - len(rows)
+                )
+                rows += locked
+                if found and len(rows) < params.limit:
+                    rows += await self._claim_fair(
+                        conn, params, now, aging, params.limit - len(rows), only_fast=True
+                    )
         claimed = [_rows.claimed_from_row(r, _C) for r in rows]
         claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
         return claimed
 
-    async def run_start(self, params: RunStartParams) -> bool:
+    async def _claim_fair(
+        self,
+        conn: aiosqlite.Connection,
+        params: RunsClaimParams,
+        now: datetime,
+        aging: Aging,
+        limit: int,
+        *,
+        only_fast: bool,
+    ) -> list[Any]:
+        return await self._all(
+            conn,
+            "runs_claim_fair",
+            worker_id=params.worker_id,
+            lease_expires_at=now + timedelta(seconds=params.lease_ttl),
+            now=now,
+            until=now + timedelta(seconds=params.lookahead),
+            tasks=_json.dumps(list(params.tasks)),
+            limit=limit,
+            tenant=params.tenant,
+            queues=None if params.queues is None else _json.dumps(list(params.queues)),
+            aging_us=aging.interval_us,
+            aging_cap=aging.cap,
+            only_fast=only_fast,
+        )
+
+    async def _claim_locked(
+        self,
+        conn: aiosqlite.Connection,
+        params: RunsClaimParams,
+        now: datetime,
+        aging: Aging,
+        capacity: int,
+    ) -> tuple[list[Any], bool]:
+        """Claim runs a quota or an overlap key limits (inside the claim's transaction): count
+        what runs per tenant and key, decide (store/_fairness.py), record the start buckets.
+        Returns the claimed rows and whether there were candidates at all."""
+        found = await self._all(
+            conn,
+            "runs_claim_locked_candidates",
+            until=now + timedelta(seconds=params.lookahead),
+            tasks=_json.dumps(list(params.tasks)),
+            tenant=params.tenant,
+            queues=None if params.queues is None else _json.dumps(list(params.queues)),
+            limit=capacity * 4,
+        )
+        if not found:
+            return [], False
+        candidates = [_rows.locked_candidate_from_row(r, _C, now) for r in found]
+        keys = overlap_keys([c for _, c in candidates])
+        limited = sorted({r["tenant"] for r in found if r["limited"]})
+        counted = await self._all(conn, "runs_running_by_key", keys=_json.dumps(keys))
+        quota_rows = await self._all(conn, "tenant_quotas", tenants=_json.dumps(limited))
+        plan = plan_locked_claim(
+            candidates,
+            weights={r["tenant"]: r["weight"] for r in found},
+            in_flight={r["tenant"]: r["running"] for r in found},
+            running={r["concurrency_key"]: r["running"] for r in counted},
+            quotas={
+                q.tenant: q for q in (_rows.tenant_quota_from_row(r, _C, now) for r in quota_rows)
+            },
+            capacity=capacity,
+            now=now,
+            aging=aging,
+        )
+        decision = plan.decision
+        for key in sorted(decision.replace_keys):
+            await self._replace_running(conn, key, None, now)
+        if decision.skip:
+            await self._exec(
+                conn, "runs_skip_overlap", ids=_json.dumps([str(i) for i in decision.skip]), now=now
+            )
+        buckets = plan.buckets()
+        if buckets:
+            await conn.executemany(
+                _Q["tenant_buckets_set"],
+                [{"tenant": t, "tokens": tokens, "now": to_micros(now)} for t, tokens in buckets],
+            )
+        if not decision.claim:
+            return [], True
+        claimed = await self._all(
+            conn,
+            "runs_claim_ids",
+            ids=_json.dumps([str(i) for i in decision.claim]),
+            worker_id=params.worker_id,
+            lease_expires_at=now + timedelta(seconds=params.lease_ttl),
+            now=now,
+        )
+        return claimed, True
+
+    async def runs_misfire(self, params: RunsMisfireParams) -> int:
         async with self._tx() as conn:
+            return await self._exec(
+                conn, "runs_misfire", now=self._now(params.now), limit=params.limit
+            )
+
+    async def run_start(self, params: RunStartParams) -> bool:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            info = await self._one(
+                conn, "run_start_overlap_info", id=params.run_id, token=params.token
+            )
+            if info is not None:
+                counted = await self._one(
+                    conn, "runs_started_of_key", key=info["concurrency_key"], id=params.run_id
+                )
+                verdict = decide_start(
+                    OverlapPolicy(info["overlap_policy"]),
+                    RunTrigger(info["trigger"]),
+                    info["max_concurrency"],
+                    counted["running"],
+                )
+                if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
+                    query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
+                    await self._exec(conn, query, id=params.run_id, token=params.token, now=now)
+                    return False
+                if verdict is StartVerdict.REPLACE:
+                    await self._replace_running(conn, info["concurrency_key"], params.run_id, now)
             return (
                 await self._exec(
                     conn,
                     "run_start",
                     id=params.run_id,
                     token=params.token,
-                    now=self._now(params.now),
+                    now=now,
+                    lease_expires_at=None
+                    if params.lease_ttl is None
+                    else now + timedelta(seconds=params.lease_ttl),
                 )
                 == 1
             )
+
+    async def _replace_running(
+        self, conn: aiosqlite.Connection, key: str, keep: uuid.UUID | None, now: datetime
+    ) -> None:
+        """Cancel the running runs of ``key`` (but ``keep``), recording their attempts."""
+        for row in await self._all(conn, "runs_running_of_keys", keys=_json.dumps([key])):
+            victim = _rows.run_from_row(row, _C)
+            if victim.id == keep:
+                continue
+            if await self._exec(conn, "run_replace", id=victim.id, token=victim.token, now=now):
+                await self._exec(
+                    conn,
+                    "attempt_record",
+                    run_id=victim.id,
+                    token=victim.token,
+                    number=victim.attempt,
+                    worker_id=victim.lease_owner or "?",
+                    claimed_at=victim.claimed_at or now,
+                    started_at=victim.started_at,
+                    outcome="cancelled",
+                    error_class=None,
+                    error_message="replaced by a newer run",
+                    now=now,
+                )
 
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
         now = self._now(params.now)
@@ -529,6 +690,7 @@ class SQLiteStore:
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         now = self._now(params.now)
         rescheduled = dead = 0
+        reaped: list[tuple[str, str, str]] = []
         async with self._tx() as conn:
             if not await self._holds(conn, params.leader, now):
                 return ReapResult(0, 0)
@@ -548,6 +710,7 @@ class SQLiteStore:
                 )
                 if not changed:
                     continue
+                reaped.append((run.tenant, run.task, str(next_state)))
                 await self._exec(
                     conn,
                     "attempt_record",
@@ -570,7 +733,7 @@ class SQLiteStore:
                     rescheduled += 1
         if rescheduled:
             self._runs_event.set()
-        return ReapResult(rescheduled=rescheduled, dead=dead)
+        return ReapResult(rescheduled=rescheduled, dead=dead, reaped=tuple(reaped))
 
     # --- runs: reading and operator actions -----------------------------------------------
 
@@ -580,6 +743,13 @@ class SQLiteStore:
         if row is None:
             raise NotFound(f"run {run_id} not found")
         return _rows.run_from_row(row, _C)
+
+    async def run_get_claimed(self, tenant: str, run_id: uuid.UUID) -> ClaimedRun:
+        async with self._read() as conn:
+            row = await self._one(conn, "run_get", tenant=tenant, id=run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return _rows.claimed_from_row(row, _C)
 
     async def runs_list(self, params: RunListParams) -> Page[Run]:
         before_at, before_id = params.before or (None, None)
@@ -789,6 +959,92 @@ class SQLiteStore:
             )
             row = await self._one(conn, "tenant_secret_get", tenant=tenant)
         return str(row["webhook_secret"])
+
+    async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:
+        async with self._tx() as conn:
+            row = await self._one(
+                conn,
+                "tenant_limits_upsert",
+                tenant=params.tenant,
+                secret=new_webhook_secret(),
+                max_in_flight=params.max_in_flight,
+                max_starts_per_second=params.max_starts_per_second,
+                weight=params.weight,
+                now=self._now(params.now),
+            )
+        return _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_get(self, tenant: str) -> TenantLimits:
+        async with self._read() as conn:
+            row = await self._one(conn, "tenant_limits_get", tenant=tenant)
+        return TenantLimits(tenant) if row is None else _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_list(self) -> list[TenantLimits]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tenant_limits_list")
+        return [_rows.tenant_limits_from_row(r) for r in rows]
+
+    async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tenant_stats", now=self._now(now))
+            quota_rows = await self._all(conn, "tenant_quota_states")
+        return _rows.tenant_stats_from_rows(rows, quota_rows, _C)
+
+    # --- api keys -------------------------------------------------------------------------
+
+    async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey:
+        async with self._tx() as conn:
+            row = await self._one(
+                conn,
+                "api_key_insert",
+                id=params.id,
+                tenant=params.tenant,
+                role=str(params.role),
+                name=params.name,
+                prefix=params.prefix,
+                key_hash=params.key_hash,
+                now=self._now(params.now),
+            )
+        return _rows.api_key_from_row(row, _C)
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        async with self._read() as conn:
+            row = await self._one(conn, "api_key_get_by_hash", key_hash=key_hash)
+        return None if row is None else _rows.api_key_from_row(row, _C)
+
+    async def api_keys_list(self, params: ApiKeyListParams) -> list[ApiKey]:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn,
+                "api_keys_list",
+                tenant=params.tenant,
+                include_revoked=int(params.include_revoked),
+            )
+        return [_rows.api_key_from_row(r, _C) for r in rows]
+
+    async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
+        async with self._tx() as conn:
+            row = await self._one(
+                conn,
+                "api_key_revoke",
+                id=params.id,
+                tenant=params.tenant,
+                now=self._now(params.now),
+            )
+        if row is None:
+            raise NotFound(f"API key {params.id} not found")
+        return _rows.api_key_from_row(row, _C)
+
+    async def api_key_touch(self, params: ApiKeyTouchParams) -> None:
+        now = self._now(params.now)
+        async with self._tx() as conn:
+            await self._exec(
+                conn,
+                "api_key_touch",
+                id=params.id,
+                now=now,
+                since=now - timedelta(seconds=params.every),
+            )
 
     async def exactly_once_supported(self) -> None:
         raise UnsupportedFeature("exactly_once delivery needs PostgreSQL; SQLite cannot provide it")

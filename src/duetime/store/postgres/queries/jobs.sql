@@ -3,14 +3,16 @@ INSERT INTO jobs (
     id, tenant, name, task, payload, schedule_kind, cron, tz, at_instant, every_us, anchor,
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
-    partition_key, next_fire_at, created_at, updated_at, target
+    partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s
 ) VALUES (
     %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::json, %(schedule_kind)s, %(cron)s,
     %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
     %(backoff_base)s, %(backoff_factor)s, %(backoff_cap)s, %(timeout_s)s, %(misfire_policy)s,
     %(misfire_grace_s)s, %(overlap_policy)s, %(delivery)s, %(queue)s, %(tags)s::jsonb,
     %(metadata)s::json, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s,
-    %(target)s::json
+    %(target)s::json, %(max_concurrency)s, %(concurrency_key)s, %(max_backfill)s,
+    %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
@@ -26,7 +28,9 @@ UPDATE jobs SET
     misfire_grace_s = %(misfire_grace_s)s, overlap_policy = %(overlap_policy)s,
     delivery = %(delivery)s, queue = %(queue)s, tags = %(tags)s::jsonb,
     metadata = %(metadata)s::json, next_fire_at = %(next_fire_at)s, updated_at = %(now)s,
-    target = %(target)s::json
+    target = %(target)s::json, max_concurrency = %(max_concurrency)s,
+    concurrency_key = %(concurrency_key)s, max_backfill = %(max_backfill)s,
+    sla_s = %(sla_s)s, expected_duration_s = %(expected_duration_s)s, jitter_s = %(jitter_s)s
 WHERE id = %(id)s
 RETURNING *;
 

@@ -6,22 +6,23 @@ SELECT clock_timestamp() AS now;
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at, target
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
-       i.request_hash, %(now)s, i.target::json
+       i.request_hash, %(now)s, i.target::json, i.concurrency_key
 FROM unnest(
     %(id)s::uuid[], %(job_id)s::uuid[], %(tenant)s::text[], %(job_name)s::text[],
     %(task)s::text[], %(queue)s::text[], %(payload)s::text[], %(scheduled_for)s::timestamptz[],
     %(available_at)s::timestamptz[], %(priority)s::int[], %(max_attempts)s::int[],
     %(backoff_base)s::float8[], %(backoff_factor)s::float8[], %(backoff_cap)s::float8[],
     %(timeout_s)s::float8[], %(delivery)s::text[], %(one_shot)s::bool[], %(trigger)s::text[],
-    %(idempotency_key)s::text[], %(request_hash)s::text[], %(target)s::text[]
+    %(idempotency_key)s::text[], %(request_hash)s::text[], %(target)s::text[],
+    %(concurrency_key)s::text[]
 ) AS i(id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
        priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-       one_shot, trigger, idempotency_key, request_hash, target)
+       one_shot, trigger, idempotency_key, request_hash, target, concurrency_key)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -50,42 +51,23 @@ UPDATE runs SET state = %(state)s, reason = %(reason)s, finished_at = %(now)s,
 WHERE job_id = %(job_id)s AND (trigger = 'schedule' OR %(include_manual)s)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
--- name: runs_claim
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
-picked AS (
-    SELECT runs.id FROM runs, t
-    WHERE runs.state = 'scheduled'
-      AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
-      AND runs.task = ANY(%(tasks)s::text[])
-      AND EXISTS (
-          SELECT 1 FROM jobs
-          WHERE jobs.id = runs.job_id
-            AND (jobs.status IN ('active', 'completed')
-                 OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
-      )
-    ORDER BY runs.priority DESC, runs.available_at
-    LIMIT %(limit)s
-    FOR UPDATE OF runs SKIP LOCKED
-)
-UPDATE runs r SET
-    state = 'running', token = r.token + 1, attempt = r.attempt + 1,
-    lease_owner = %(worker_id)s, lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s),
-    claimed_at = t.now, finished_at = NULL,
-    started_at = CASE WHEN r.available_at <= t.now THEN t.now ELSE NULL END
-FROM picked, t
-WHERE r.id = picked.id
-RETURNING r.*;
-
 -- name: run_start
-UPDATE runs SET started_at = coalesce(%(now)s::timestamptz, clock_timestamp())
+-- Fenced by token, refused on a lapsed lease (the reaper may be about to take the run over),
+-- and renewing the lease so a run that starts has a full lease ahead of it.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+UPDATE runs SET started_at = t.now,
+    lease_expires_at = CASE WHEN %(lease_ttl)s::float8 IS NULL THEN runs.lease_expires_at
+                            ELSE t.now + make_interval(secs => %(lease_ttl)s::float8) END
+FROM t
 WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND started_at IS NULL
+  AND runs.lease_expires_at > t.now
   AND EXISTS (
       SELECT 1 FROM jobs
       WHERE jobs.id = runs.job_id
         AND (jobs.status IN ('active', 'completed')
              OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
   )
-RETURNING id;
+RETURNING runs.id;
 
 -- name: runs_heartbeat
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
@@ -212,7 +194,8 @@ SELECT * FROM runs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
 -- name: run_cancel
 UPDATE runs SET
     state = 'cancelled', token = token + 1, reason = 'cancelled', finished_at = %(now)s,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_owner = NULL, lease_expires_at = NULL,
+    cancel_requested = (state = 'running')  -- its worker sees it: ctx.cancelled
 WHERE tenant = %(tenant)s AND id = %(id)s AND state IN ('scheduled', 'running')
 RETURNING *;
 

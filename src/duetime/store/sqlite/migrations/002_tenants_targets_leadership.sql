@@ -36,6 +36,13 @@ ALTER TABLE runs ADD COLUMN progress_message TEXT;
 ALTER TABLE runs ADD COLUMN checkpoint TEXT;
 ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
 
+-- Claims count the running runs of an overlap key (concurrency_key: "job:<id>" or "key:<k>").
+CREATE INDEX runs_running_key ON runs (concurrency_key) WHERE state = 'running' AND concurrency_key IS NOT NULL;
+
+-- The misfire sweep looks for never-attempted scheduled runs long past their instant.
+CREATE INDEX runs_waiting ON runs (scheduled_for)
+    WHERE state = 'scheduled' AND attempt = 0 AND trigger = 'schedule';
+
 -- Retention prunes finished runs by age.
 CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 

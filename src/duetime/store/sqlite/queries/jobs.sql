@@ -3,12 +3,14 @@ INSERT INTO jobs (
     id, tenant, name, task, payload, schedule_kind, cron, tz, at_instant, every_us, anchor,
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
-    partition_key, next_fire_at, created_at, updated_at, target
+    partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s
 ) VALUES (
     :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
     :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
     :timeout_s, :misfire_policy, :misfire_grace_s, :overlap_policy, :delivery, :queue, :tags,
-    :metadata, :partition_key, :next_fire_at, :now, :now, :target
+    :metadata, :partition_key, :next_fire_at, :now, :now, :target, :max_concurrency,
+    :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s
 )
 RETURNING *;
 
@@ -20,7 +22,10 @@ UPDATE jobs SET
     backoff_factor = :backoff_factor, backoff_cap = :backoff_cap, timeout_s = :timeout_s,
     misfire_policy = :misfire_policy, misfire_grace_s = :misfire_grace_s,
     overlap_policy = :overlap_policy, delivery = :delivery, queue = :queue, tags = :tags,
-    metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now, target = :target
+    metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now, target = :target,
+    max_concurrency = :max_concurrency, concurrency_key = :concurrency_key,
+    max_backfill = :max_backfill, sla_s = :sla_s, expected_duration_s = :expected_duration_s,
+    jitter_s = :jitter_s
 WHERE id = :id
 RETURNING *;
 

@@ -2,11 +2,12 @@
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at, target
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
 ) VALUES (
     :id, :job_id, :tenant, :job_name, :task, :queue, :payload, :scheduled_for, :available_at,
     'scheduled', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
-    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now, :target
+    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now, :target,
+    :concurrency_key
 )
 ON CONFLICT DO NOTHING
 RETURNING *;
@@ -35,29 +36,13 @@ UPDATE runs SET state = :state, reason = :reason, finished_at = :now, token = to
 WHERE job_id = :job_id AND (trigger = 'schedule' OR :include_manual)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
--- name: runs_claim
-UPDATE runs SET
-    state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at, claimed_at = :now, finished_at = NULL,
-    started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
-WHERE id IN (
-    SELECT id FROM runs
-    WHERE state = 'scheduled' AND available_at <= :until
-      AND task IN (SELECT value FROM json_each(:tasks))
-      AND EXISTS (
-          SELECT 1 FROM jobs
-          WHERE jobs.id = runs.job_id
-            AND (jobs.status IN ('active', 'completed')
-                 OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
-      )
-    ORDER BY priority DESC, available_at
-    LIMIT :limit
-)
-RETURNING *;
-
 -- name: run_start
-UPDATE runs SET started_at = :now
+-- Fenced by token, refused on a lapsed lease (the reaper may be about to take the run over),
+-- and renewing the lease so a run that starts has a full lease ahead of it.
+UPDATE runs SET started_at = :now,
+    lease_expires_at = coalesce(:lease_expires_at, lease_expires_at)
 WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
+  AND lease_expires_at > :now
   AND EXISTS (
       SELECT 1 FROM jobs
       WHERE jobs.id = runs.job_id
@@ -128,7 +113,8 @@ RETURNING id;
 -- name: run_cancel
 UPDATE runs SET
     state = 'cancelled', token = token + 1, reason = 'cancelled', finished_at = :now,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_owner = NULL, lease_expires_at = NULL,
+    cancel_requested = (state = 'running')  -- its worker sees it: ctx.cancelled
 WHERE tenant = :tenant AND id = :id AND state IN ('scheduled', 'running')
 RETURNING *;
 

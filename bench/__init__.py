@@ -1,0 +1,1 @@
+"""duetime benchmarks: see bench/README.md."""

@@ -1,0 +1,208 @@
+"""Fire accuracy: how late do runs start, against their scheduled instant?
+
+    python -m bench.fire                           # PostgreSQL: 1,600 triggers/s for 60 s
+    python -m bench.fire --burst                   # 5,000 one-shots within one second
+    python -m bench.fire --store sqlite            # the embedded default (`duetime up`)
+
+Jobs are registered up front with ``app.schedule_many``: one-shot ``at`` jobs spread evenly
+over the window plus ``every_second`` cron jobs (``* * * * * *``). Then real processes run them
+(PostgreSQL: one `duetime scheduler` and `--workers` `duetime worker` processes; SQLite: one
+`duetime up`). Fire lag = the first attempt's ``started_at`` − the run's ``scheduled_for``,
+both from the database, for every run scheduled inside the window; a run that never started
+counts as missing. Every cron job must have a run for each second of the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench._common import (
+    Spread,
+    base_parser,
+    duetime_env,
+    exit_on_sigterm,
+    lag_summary,
+    report,
+    spawn,
+    stop_all,
+    wait_until,
+)
+from bench.burndown import Database
+from duetime.app import AsyncApp
+from duetime.registration import JobSpec
+
+LEAD = 12.0
+"""Default seconds between registration and the window's start (processes start meanwhile)."""
+
+
+async def _register(url: str, start: datetime, rate: float, seconds: float, crons: int) -> int:
+    oneshots = max(0, round(rate * seconds) - crons * round(seconds))
+    step = seconds / oneshots if oneshots else 0.0
+    specs = [
+        JobSpec(name=f"at-{i}", task="duetime.noop", at=start + timedelta(seconds=i * step))
+        for i in range(oneshots)
+    ]
+    specs += [
+        JobSpec(name=f"cron-{i}", task="duetime.noop", cron="* * * * * *") for i in range(crons)
+    ]
+    async with AsyncApp(url, migrate=False) as app:
+        return await app.schedule_many(specs)
+
+
+def _lags(db: Database, start: datetime, end: datetime) -> tuple[list[float], int, int, int]:
+    """(lags in ms, runs in window, runs never started, cron seconds missing)."""
+    if db.store == "postgres":
+        rows = db.query(
+            "SELECT extract(epoch FROM a.started_at - r.scheduled_for) * 1000, "
+            "r.started_at IS NULL AND a.run_id IS NULL FROM runs r "
+            "LEFT JOIN attempts a ON a.run_id = r.id AND a.number = 1 "
+            "WHERE r.scheduled_for >= ? AND r.scheduled_for < ?",
+            (start, end),
+        )
+        cron_rows = db.query(
+            "SELECT j.name, count(DISTINCT r.scheduled_for) FROM jobs j LEFT JOIN runs r "
+            "ON r.job_id = j.id AND r.scheduled_for >= ? AND r.scheduled_for < ? "
+            "WHERE j.name LIKE 'cron-%%' GROUP BY j.name",
+            (start, end),
+        )
+    else:
+        s, e = _micros(start), _micros(end)
+        rows = db.query(
+            "SELECT (a.started_at - r.scheduled_for) / 1000.0, a.run_id IS NULL FROM runs r "
+            "LEFT JOIN attempts a ON a.run_id = r.id AND a.number = 1 "
+            "WHERE r.scheduled_for >= ? AND r.scheduled_for < ?",
+            (s, e),
+        )
+        cron_rows = db.query(
+            "SELECT j.name, count(DISTINCT r.scheduled_for) FROM jobs j LEFT JOIN runs r "
+            "ON r.job_id = j.id AND r.scheduled_for >= ? AND r.scheduled_for < ? "
+            "WHERE j.name LIKE 'cron-%' GROUP BY j.name",
+            (s, e),
+        )
+    lags = [float(r[0]) for r in rows if r[0] is not None]
+    never = sum(1 for r in rows if r[0] is None)
+    seconds = round((end - start).total_seconds())
+    cron_missing = sum(max(0, seconds - int(r[1])) for r in cron_rows)
+    return lags, len(rows), never, cron_missing
+
+
+def _micros(at: datetime) -> int:
+    return int(at.timestamp() * 1_000_000)
+
+
+def duetime_fire(
+    store: str,
+    *,
+    rate: float = 1600.0,
+    seconds: float = 60.0,
+    crons: int = 100,
+    workers: int = 2,
+    concurrency: int = 4000,
+    batch: int = 500,
+    settle: float = 30.0,
+    lead: float = LEAD,
+) -> dict[str, Any]:
+    db = Database(store)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        start = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
+        end = start + timedelta(seconds=seconds)
+        t0 = time.perf_counter()
+        registered = asyncio.run(_register(db.url, start, rate, seconds, crons))
+        registration_s = time.perf_counter() - t0
+        env = duetime_env(
+            database_url=db.url,
+            worker_concurrency=concurrency,
+            worker_batch=batch,
+            log_level="warning",
+            shutdown_grace=5,
+        )
+        py = [sys.executable, "-m", "duetime"]
+        if store == "postgres":
+            procs.append(spawn([*py, "scheduler"], env))
+            procs += [spawn([*py, "worker"], env) for _ in range(workers)]
+        else:
+            procs.append(spawn([*py, "up"], env))
+        if datetime.now(UTC) > start - timedelta(seconds=2):
+            raise RuntimeError("registration took too long: raise LEAD")
+        time.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 2.0)
+        last = end.replace(tzinfo=UTC)
+
+        def drained() -> bool:
+            _, total, never, _ = _lags(db, start, last)
+            return never == 0 and total > 0
+
+        wait_until(drained, settle, 1.0)
+        lags, total, never, cron_missing = _lags(db, start, last)
+        errors = stop_all(procs)
+        procs = []
+        if errors:
+            print("process errors:\n" + "\n".join(errors), file=sys.stderr)
+        expected = round(rate * seconds)
+        return {
+            "store": store,
+            "rate": rate,
+            "seconds": seconds,
+            "registered": registered,
+            "registration_per_s": registered / registration_s,
+            "expected": expected,
+            "in_window": total,
+            "never_started": never + max(0, expected - total),
+            "cron_seconds_missing": cron_missing,
+            **lag_summary(lags),
+        }
+    finally:
+        stop_all(procs)
+        db.drop()
+
+
+def describe(r: dict[str, Any]) -> str:
+    return (
+        f"{r['store']} {r['rate']:,.0f}/s for {r['seconds']:.0f} s: runs {r['n']:,}/"
+        f"{r['expected']:,} started (missing {r['never_started']}), lag p50 "
+        f"{r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max "
+        f"{r['max_ms']:.1f} ms; cron seconds missed {r['cron_seconds_missing']}"
+    )
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--rate", type=float, default=1600.0, help="triggers per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="window length")
+    parser.add_argument("--crons", type=int, default=100, help="every-second cron jobs")
+    parser.add_argument("--burst", action="store_true", help="5,000 one-shots within 1 s")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=4000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--lead", type=float, default=LEAD, help="seconds before the window")
+    parser.add_argument("--settle", type=float, default=30.0, help="max wait after the window")
+    args = parser.parse_args()
+    exit_on_sigterm()
+    if args.burst:
+        args.rate, args.seconds, args.crons = 5000.0, 1.0, 0
+    results = []
+    for _ in range(args.repeat):
+        r = duetime_fire(
+            args.store, rate=args.rate, seconds=args.seconds, crons=args.crons,
+            workers=args.workers, concurrency=args.concurrency, batch=args.batch,
+            settle=args.settle, lead=args.lead,
+        )  # fmt: skip
+        print("  " + describe(r), flush=True)
+        results.append(r)
+    lines = [describe(r) for r in results]
+    if len(results) > 1:
+        for key in ("p50_ms", "p99_ms", "max_ms"):
+            lines.append(f"median {key}: {Spread.of([r[key] for r in results]).show('.1f')}")
+    title = "burst" if args.burst else f"{args.rate:,.0f}/s for {args.seconds:.0f} s"
+    report(f"fire accuracy ({args.store}, {title})", lines, record=args.record)
+
+
+if __name__ == "__main__":
+    main()

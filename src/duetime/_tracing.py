@@ -1,0 +1,43 @@
+"""OpenTelemetry spans around claim, execute and complete — only when tracing is set up.
+
+``opentelemetry-api`` is optional (the ``otel`` extra). Spans are made when it is installed and
+an SDK tracer provider has been configured (by the application, or by
+``opentelemetry-instrument`` with an exporter); otherwise :func:`span` is a no-op that costs
+one check per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+try:  # pragma: no cover - depends on the environment
+    from opentelemetry import trace as _trace
+except ImportError:  # pragma: no cover
+    _trace = None  # type: ignore[assignment]
+
+TRACER_NAME = "duetime"
+
+
+def enabled() -> bool:
+    """True when spans would go somewhere: a real (non-proxy, non-no-op) tracer provider."""
+    if _trace is None:
+        return False
+    provider = _trace.get_tracer_provider()
+    name = type(provider).__name__
+    return name not in ("ProxyTracerProvider", "NoOpTracerProvider")
+
+
+@contextlib.contextmanager
+def span(name: str, **attributes: Any) -> Iterator[Any]:
+    """A span named ``name`` with ``attributes`` (None values dropped), current inside the
+    block; an exception leaving the block is recorded on it. No-op without tracing."""
+    if not enabled():
+        yield None
+        return
+    assert _trace is not None
+    tracer = _trace.get_tracer(TRACER_NAME)
+    attrs = {k: v for k, v in attributes.items() if v is not None}
+    with tracer.start_as_current_span(name, attributes=attrs) as current:
+        yield current

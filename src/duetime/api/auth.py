@@ -1,0 +1,112 @@
+"""Who is calling, for which tenant, and whether they may: API keys, roles, tenant views, and the
+per-tenant rate limit — one FastAPI dependency per minimum role.
+
+- A key comes as ``Authorization: Bearer dt_…`` or ``X-API-Key: dt_…``. No key (when keys are
+  required), or an unknown or revoked one → 401.
+- ``viewer`` reads; ``operator`` also writes (remote workers included); ``admin`` also manages
+  keys and may act on any tenant with ``?tenant=``. A lower role → 403; ``?tenant=`` naming
+  another tenant without ``admin`` → 403.
+- Every handler gets a :class:`Caller` whose ``app`` is an :class:`AsyncApp` view of the
+  caller's tenant, so every query is filtered by it: another tenant's ids are simply not found.
+- With keys not required (``duetime up``, ``server --no-auth``) a call without a key acts as
+  an admin of tenant ``default`` (or of ``?tenant=``); a key, when given, is still checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from duetime._types import ApiKey, ApiRole
+from duetime.api.problems import forbidden, rate_limited, unauthorized
+from duetime.api.ratelimit import RateLimiter
+from duetime.app import AsyncApp
+
+DEFAULT_TENANT = "default"
+TENANT_PATTERN = r"^[^\x00-\x1f\x7f]{1,100}$"
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    bearerFormat="dt_…",
+    description="An API key: `Authorization: Bearer dt_…` (create one with `duetime keys create`).",
+)
+_api_key_header = APIKeyHeader(
+    name="X-API-Key",
+    auto_error=False,
+    scheme_name="apiKey",
+    description="The same API key in the `X-API-Key` header.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiState:
+    """What the API process shares between requests."""
+
+    app: AsyncApp
+    auth_required: bool
+    limiter: RateLimiter
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    app: AsyncApp
+    """A view of the app acting on ``tenant``."""
+    tenant: str
+    role: ApiRole
+    key: ApiKey | None
+    """None when keys are not required and none was given."""
+
+
+def state_of(request: Request) -> ApiState:
+    state: ApiState = request.app.state.duetime
+    return state
+
+
+class Require:
+    """The dependency admitting callers with at least ``role``."""
+
+    def __init__(self, role: ApiRole) -> None:
+        self.role = role
+
+    async def __call__(
+        self,
+        request: Request,
+        bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        api_key: Annotated[str | None, Depends(_api_key_header)],
+        tenant: Annotated[
+            str | None,
+            Query(
+                pattern=TENANT_PATTERN,
+                description="Act on this tenant (admin keys only; default: the key's tenant).",
+            ),
+        ] = None,
+    ) -> Caller:
+        state = state_of(request)
+        secret = bearer.credentials if bearer is not None else api_key
+        key: ApiKey | None = None
+        if secret:
+            key = await state.app.authenticate(secret)
+            if key is None:
+                raise unauthorized("unknown or revoked API key")
+        elif state.auth_required:
+            raise unauthorized("an API key is required: Authorization: Bearer dt_…")
+        role = key.role if key is not None else ApiRole.ADMIN
+        own = key.tenant if key is not None else DEFAULT_TENANT
+        if not role.allows(self.role):
+            raise forbidden(f"this needs the {self.role} role; the key is {role}")
+        chosen = own if tenant is None else tenant
+        if chosen != own and not role.allows(ApiRole.ADMIN):
+            raise forbidden(f"only admin keys may act on another tenant (the key is {role})")
+        retry_after = state.limiter.acquire(chosen)
+        if retry_after is not None:
+            raise rate_limited(retry_after, chosen)
+        return Caller(app=state.app.for_tenant(chosen), tenant=chosen, role=role, key=key)
+
+
+Viewer = Annotated[Caller, Depends(Require(ApiRole.VIEWER))]
+Operator = Annotated[Caller, Depends(Require(ApiRole.OPERATOR))]
+Admin = Annotated[Caller, Depends(Require(ApiRole.ADMIN))]

@@ -1,0 +1,292 @@
+"""``/api/v1/jobs``: create, list, read, change, delete, pause, resume, cancel, trigger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
+
+from fastapi import Body, Query, Response
+
+from duetime._types import Job, JobStatus, RetryPolicy, RunState, ScheduleKind
+from duetime.api.auth import Operator, Viewer
+from duetime.api.endpoint import Endpoint
+from duetime.api.params import Cursor, IdempotencyKey, JobId, Limit
+from duetime.api.schemas import (
+    NO_NUL,
+    JobCreate,
+    JobFields,
+    JobOut,
+    JobPage,
+    JobPatch,
+    RunOut,
+    RunPage,
+    TriggerIn,
+    parse_at,
+    parse_every,
+    parse_id,
+    utc,
+)
+from duetime.app import AsyncApp
+
+_SCHEDULE_FIELDS = ("cron", "at", "every", "now", "anchor")
+_NOT_PASSED = {"name", "allow_unregistered"}
+
+
+def _default_retry(app: AsyncApp) -> RetryPolicy:
+    s = app.settings
+    return RetryPolicy(s.max_attempts, s.backoff_base, s.backoff_factor, s.backoff_cap)
+
+
+def _arguments(
+    body: JobFields, names: set[str], *, now: datetime, retry: RetryPolicy
+) -> dict[str, Any]:
+    """The given ``names`` of ``body`` as ``app.schedule`` arguments."""
+    out: dict[str, Any] = {}
+    for name in names - _NOT_PASSED:
+        value = getattr(body, name)
+        if value is None:
+            out[name] = False if name == "now" else None
+        elif name == "at":
+            out[name] = parse_at(value, now)
+        elif name == "every":
+            out[name] = parse_every(value)
+        elif name == "anchor":
+            out[name] = utc(value, "anchor")
+        elif name == "retry":
+            out[name] = value.policy(retry)
+        elif name == "tags":
+            out[name] = tuple(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _current(job: Job) -> dict[str, Any]:
+    """A job's present settings as ``app.schedule`` arguments (re-declaring them changes
+    nothing, its next fire instant included)."""
+    s = job.schedule
+    schedule: dict[str, Any] = {
+        ScheduleKind.CRON: {"cron": s.cron},
+        ScheduleKind.EVERY: {"every": s.every, "anchor": s.anchor},
+        ScheduleKind.AT: {"at": s.at},
+        ScheduleKind.NOW: {"now": True},
+    }[s.kind]
+    return {
+        **schedule,
+        "tz": s.tz,
+        "task": job.task,
+        "target": job.target,
+        "payload": job.payload,
+        "retry": job.retry,
+        "priority": job.priority,
+        "timeout": job.timeout,
+        "misfire": job.misfire_policy,
+        "misfire_grace": job.misfire_grace,
+        "overlap": job.overlap_policy,
+        "delivery": job.delivery,
+        "queue": job.queue,
+        "tags": job.tags,
+        "metadata": job.metadata,
+        "max_concurrency": job.max_concurrency,
+        "concurrency_key": job.concurrency_key,
+        "max_backfill": job.max_backfill,
+        "sla": job.sla,
+        "expected_duration": job.expected_duration,
+    }
+
+
+class CreateJob(Endpoint):
+    """Create a job
+    The body mirrors `app.schedule`: `name`, `task` (or `target`), exactly one of `cron`, `at`,
+    `every` or `now`, and optional policies. A name the tenant already uses is 409 (PATCH
+    changes a job)."""
+
+    method, path, tag, status_code = "POST", "/jobs", "jobs", 201
+    errors = (409, 422)
+
+    async def handle(self, body: JobCreate, caller: Operator) -> JobOut:
+        app = caller.app
+        arguments = _arguments(
+            body, body.model_fields_set, now=app.clock.now(), retry=_default_retry(app)
+        )
+        job = await app.schedule(
+            body.name,
+            **arguments,
+            allow_unregistered=body.allow_unregistered,
+            create_only=True,
+        )
+        return JobOut.of(job)
+
+
+class ListJobs(Endpoint):
+    """List jobs
+    By name, a page at a time (`next_cursor`); filter by status, name prefix or tag."""
+
+    method, path, tag = "GET", "/jobs", "jobs"
+    errors = (422,)
+
+    async def handle(
+        self,
+        caller: Viewer,
+        status: JobStatus | None = None,
+        name_prefix: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
+        tag: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
+        limit: Limit = 100,
+        cursor: Cursor = None,
+    ) -> JobPage:
+        page = await caller.app.list(
+            status=status, name_prefix=name_prefix, tag=tag, limit=limit, cursor=cursor
+        )
+        return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
+
+
+class GetJob(Endpoint):
+    """Get a job"""
+
+    method, path, tag = "GET", "/jobs/{job_id}", "jobs"
+    errors = (404,)
+
+    async def handle(self, job_id: JobId, caller: Viewer) -> JobOut:
+        return JobOut.of(await caller.app.get(parse_id(job_id, "job")))
+
+
+class UpdateJob(Endpoint):
+    """Change a job
+    Omitted fields keep their values; giving any of `cron`, `at`, `every` or `now` replaces
+    the schedule (its not-yet-started runs are skipped). The name cannot change."""
+
+    method, path, tag = "PATCH", "/jobs/{job_id}", "jobs"
+    errors = (404, 409, 422)
+
+    async def handle(self, job_id: JobId, body: JobPatch, caller: Operator) -> JobOut:
+        app = caller.app
+        current = await app.get(parse_id(job_id, "job"))
+        given = set(body.model_fields_set)
+        arguments = _current(current)
+        if given & {"cron", "at", "every", "now"}:
+            for name in _SCHEDULE_FIELDS:
+                arguments.pop(name, None)
+        if "task" in given and "target" not in given:
+            arguments["target"] = None
+        if "target" in given and "task" not in given:
+            arguments["task"] = None
+        if "overlap" in given and "max_concurrency" not in given:
+            arguments["max_concurrency"] = None
+        arguments.update(_arguments(body, given, now=app.clock.now(), retry=current.retry))
+        job = await app.schedule(
+            current.name,
+            **arguments,
+            allow_unregistered=body.allow_unregistered or not given & {"task", "target"},
+        )
+        return JobOut.of(job)
+
+
+class DeleteJob(Endpoint):
+    """Delete a job
+    With its runs and their history."""
+
+    method, path, tag, status_code = "DELETE", "/jobs/{job_id}", "jobs", 204
+    errors = (404,)
+
+    async def handle(self, job_id: JobId, caller: Operator) -> None:
+        await caller.app.delete(parse_id(job_id, "job"))
+
+
+class PauseJob(Endpoint):
+    """Pause a job
+    Its not-yet-started runs are skipped; manual triggers still run. A cancelled or completed
+    job cannot be paused (409)."""
+
+    method, path, tag = "POST", "/jobs/{job_id}/pause", "jobs"
+    errors = (404, 409)
+
+    async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
+        return JobOut.of(await caller.app.pause(parse_id(job_id, "job")))
+
+
+class ResumeJob(Endpoint):
+    """Resume a paused job
+    It picks up at its next occurrence after now."""
+
+    method, path, tag = "POST", "/jobs/{job_id}/resume", "jobs"
+    errors = (404, 409)
+
+    async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
+        return JobOut.of(await caller.app.resume(parse_id(job_id, "job")))
+
+
+class CancelJob(Endpoint):
+    """Cancel a job
+    For good: its pending runs are cancelled and it never fires again."""
+
+    method, path, tag = "POST", "/jobs/{job_id}/cancel", "jobs"
+    errors = (404, 409)
+
+    async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
+        return JobOut.of(await caller.app.cancel(parse_id(job_id, "job")))
+
+
+class TriggerJob(Endpoint):
+    """Trigger a run now
+    Works on a paused job, not on a cancelled one (409). With `Idempotency-Key` the first call
+    creates the run (201) and a repeat answers 200 with the same run; the same key with a
+    different body is 409."""
+
+    method, path, tag, status_code = "POST", "/jobs/{job_id}/trigger", "jobs", 201
+    errors = (404, 409, 422)
+    responses: ClassVar[dict[int | str, dict[str, Any]]] = {
+        200: {"model": RunOut, "description": "The run an earlier call made."}
+    }
+
+    async def handle(
+        self,
+        job_id: JobId,
+        caller: Operator,
+        response: Response,
+        idempotency_key: IdempotencyKey = None,
+        body: Annotated[TriggerIn | None, Body()] = None,
+    ) -> RunOut:
+        run, created = await caller.app.trigger_run(
+            parse_id(job_id, "job"),
+            idempotency_key=idempotency_key,
+            payload=None if body is None else body.payload,
+            priority=None if body is None else body.priority,
+        )
+        if not created:
+            response.status_code = 200
+        return RunOut.of(run)
+
+
+class ListJobRuns(Endpoint):
+    """List a job's runs
+    Newest scheduled instant first."""
+
+    method, path, tag = "GET", "/jobs/{job_id}/runs", "jobs"
+    errors = (404, 422)
+
+    async def handle(
+        self,
+        job_id: JobId,
+        caller: Viewer,
+        state: RunState | None = None,
+        limit: Limit = 100,
+        cursor: Cursor = None,
+    ) -> RunPage:
+        page = await caller.app.runs(
+            parse_id(job_id, "job"), state=state, limit=limit, cursor=cursor
+        )
+        return RunPage(items=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
+
+
+ENDPOINTS: tuple[type[Endpoint], ...] = (
+    CreateJob,
+    ListJobs,
+    GetJob,
+    UpdateJob,
+    DeleteJob,
+    PauseJob,
+    ResumeJob,
+    CancelJob,
+    TriggerJob,
+    ListJobRuns,
+)

@@ -1,0 +1,47 @@
+"""``/api/v1/keys``: API keys of a tenant (admin only): create (the secret is shown once), list,
+revoke."""
+
+from __future__ import annotations
+
+from duetime.api.auth import Admin
+from duetime.api.endpoint import Endpoint
+from duetime.api.params import KeyId
+from duetime.api.schemas import KeyCreate, KeyCreated, KeyList, KeyOut
+
+
+class CreateKey(Endpoint):
+    """Create an API key
+    For the tenant acted on (`?tenant=` or the admin key's own). The response holds the secret
+    (`key`) this once: only its SHA-256 hash is stored."""
+
+    method, path, tag, status_code = "POST", "/keys", "keys", 201
+    errors = (422,)
+
+    async def handle(self, body: KeyCreate, caller: Admin) -> KeyCreated:
+        key, secret = await caller.app.create_key(body.role, name=body.name)
+        return KeyCreated(**KeyOut.fields_of(key), key=secret)
+
+
+class ListKeys(Endpoint):
+    """List API keys
+    Of the tenant acted on, revoked ones included (never their secrets)."""
+
+    method, path, tag = "GET", "/keys", "keys"
+    errors = (422,)
+
+    async def handle(self, caller: Admin) -> KeyList:
+        return KeyList(items=[KeyOut.of(k) for k in await caller.app.keys()])
+
+
+class RevokeKey(Endpoint):
+    """Revoke an API key
+    At once: later requests with it are 401. Revoking a revoked key changes nothing."""
+
+    method, path, tag, status_code = "DELETE", "/keys/{key_id}", "keys", 204
+    errors = (404,)
+
+    async def handle(self, key_id: KeyId, caller: Admin) -> None:
+        await caller.app.revoke_key(key_id)
+
+
+ENDPOINTS: tuple[type[Endpoint], ...] = (CreateKey, ListKeys, RevokeKey)

@@ -1,0 +1,589 @@
+"""The REST API's request and response bodies (pydantic), and the conversions from duetime's
+value types. Instants are ISO 8601 UTC (``…Z``); durations are seconds.
+
+Every string a client sends is constrained (no NUL, bounded length) so that nothing a client
+sends reaches the store in a form it cannot hold: invariant 6, no 5xx from client input.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from duetime._types import (
+    ApiKey,
+    ApiRole,
+    Attempt,
+    AttemptOutcome,
+    DeliveryMode,
+    Job,
+    JobStatus,
+    MisfirePolicy,
+    Occurrence,
+    OverlapPolicy,
+    RetryPolicy,
+    Run,
+    RunState,
+    RunTrigger,
+    Schedule,
+    ScheduleKind,
+)
+from duetime.errors import NotFound, ValidationError
+
+NO_NUL = r"^[^\x00]*$"
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+INT32 = 2**31 - 1
+MAX_SECONDS = 10 * 366 * 86400.0
+"""Longest duration accepted anywhere (ten years): longer ones overflow date arithmetic."""
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE)]
+Short = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
+Text = Annotated[str, StringConstraints(max_length=4000, pattern=NO_NUL)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Priority = Annotated[int, Field(ge=-INT32, le=INT32)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str, field: str) -> timedelta:
+    """An ISO 8601 duration (``PT3H``, ``P1DT2H30M``, ``P2W``; no years or months)."""
+    match = _ISO_DURATION.fullmatch(text.strip())
+    if not match or not any(match.groupdict().values()) or text.strip().upper().endswith("T"):
+        raise ValidationError(field, f"{text!r} is not an ISO 8601 duration such as PT3H")
+    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v)
+    if not 0 <= seconds <= MAX_SECONDS:
+        raise ValidationError(field, f"must be at most {MAX_SECONDS:.0f} seconds")
+    return timedelta(seconds=seconds)
+
+
+def utc(value: datetime, field: str) -> datetime:
+    """An aware instant in UTC; naive or out-of-range ones are a ValidationError."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(field, "needs a time zone offset or Z (e.g. 2026-12-01T10:00:00Z)")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(field, "is out of range") from None
+
+
+def parse_at(text: str, now: datetime) -> datetime | timedelta:
+    """``at``: an ISO 8601 instant with an offset, or a duration from now (``PT3H``)."""
+    stripped = text.strip()
+    if stripped[:1] in ("P", "p"):
+        return parse_duration(stripped, "at")
+    try:
+        value = datetime.fromisoformat(stripped)
+    except ValueError:
+        raise ValidationError(
+            "at",
+            f"{text!r} is neither an ISO 8601 instant (2026-12-01T10:00:00Z) nor a duration (PT3H)",
+        ) from None
+    instant = utc(value, "at")
+    if instant - now > timedelta(seconds=MAX_SECONDS) or instant.year < 1971:
+        raise ValidationError("at", "is out of range")
+    return instant
+
+
+def parse_every(value: float | str) -> timedelta:
+    if isinstance(value, str):
+        return parse_duration(value, "every")
+    return timedelta(seconds=value)
+
+
+def parse_id(value: str, what: str) -> uuid.UUID:
+    """A path or filter id: malformed ones are simply not found (404), like unknown ones."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound(f"{what} {value[:80]!r} not found (not a {what} id)") from None
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+class RetryIn(_Body):
+    """Retries of one run; omitted fields take the server's defaults."""
+
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=1000, description="Counts the first try."
+    )
+    backoff_base: Seconds | None = None
+    backoff_factor: float | None = Field(default=None, ge=1, le=100, allow_inf_nan=False)
+    backoff_cap: Seconds | None = None
+
+    def policy(self, default: RetryPolicy) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts or default.max_attempts,
+            backoff_base=default.backoff_base if self.backoff_base is None else self.backoff_base,
+            backoff_factor=self.backoff_factor or default.backoff_factor,
+            backoff_cap=default.backoff_cap if self.backoff_cap is None else self.backoff_cap,
+        )
+
+
+class JobFields(_Body):
+    """What ``POST /jobs`` and ``PATCH /jobs/{id}`` share (``app.schedule``'s arguments)."""
+
+    task: Short | None = Field(
+        default=None, description="A task name some worker serves (or give `target`)."
+    )
+    target: dict[str, Any] | None = Field(
+        default=None,
+        description='Instead of a task: `{"type": "http", "url": …, "method": …, "headers": …, '
+        '"timeout": …}` — each run is sent as a signed webhook.',
+    )
+    cron: Annotated[str, StringConstraints(max_length=200, pattern=PRINTABLE)] | None = Field(
+        default=None, description="Cron expression (5 fields, or 6 with seconds), in `tz`."
+    )
+    at: Annotated[str, StringConstraints(max_length=100, pattern=PRINTABLE)] | None = Field(
+        default=None,
+        description="One run at an ISO 8601 instant with offset (2026-12-01T10:00:00Z), or "
+        "after an ISO 8601 duration from now (PT3H).",
+    )
+    every: PositiveSeconds | Annotated[str, StringConstraints(max_length=100)] | None = Field(
+        default=None, description="Interval: seconds, or an ISO 8601 duration (PT15M)."
+    )
+    now: bool | None = Field(default=None, description="One run, due at once.")
+    tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = Field(
+        default="UTC", description="IANA time zone of `cron` (and of local times)."
+    )
+    anchor: datetime | None = Field(
+        default=None, description="With `every`: the instant the intervals count from."
+    )
+    payload: Any = Field(default=None, description="JSON handed to each run.")
+    retry: RetryIn | None = None
+    priority: Priority = Field(default=0, description="Higher runs first.")
+    timeout: PositiveSeconds | None = Field(default=None, description="Seconds per attempt.")
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    misfire_grace: Seconds | None = Field(
+        default=None, description="Older occurrences count as missed (default: server's)."
+    )
+    overlap: OverlapPolicy = OverlapPolicy.SKIP
+    delivery: DeliveryMode = DeliveryMode.AT_LEAST_ONCE
+    queue: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = (
+        "default"
+    )
+    tags: list[Tag] = Field(default_factory=list, max_length=100)
+    metadata: dict[Annotated[str, StringConstraints(max_length=200)], Any] = Field(
+        default_factory=dict
+    )
+    max_concurrency: int | None = Field(
+        default=None, ge=0, le=10_000, description="With overlap `allow`: runs at once (0: any)."
+    )
+    concurrency_key: Name | None = Field(
+        default=None, description="Jobs sharing a key share one `max_concurrency` limit."
+    )
+    max_backfill: int = Field(default=100, ge=1, le=10_000)
+    sla: PositiveSeconds | None = Field(
+        default=None,
+        description="Seconds after each scheduled instant within which a run must succeed; "
+        "otherwise the leader raises a `sla_missed` alert.",
+    )
+    expected_duration: PositiveSeconds | None = Field(
+        default=None,
+        description="Seconds a run normally takes (stuck-run alerts); default: the p95 of "
+        "the job's last 20 successful runs.",
+    )
+    allow_unregistered: bool = Field(
+        default=False, description="Accept a task no worker has registered yet."
+    )
+
+
+class JobCreate(JobFields):
+    """A new job: `name` plus exactly one of `cron`, `at`, `every` or `now`."""
+
+    name: Name = Field(description="Unique within the tenant.")
+
+
+class JobPatch(JobFields):
+    """Changes to a job; omitted fields keep their values. Giving any of `cron`, `at`, `every`
+    or `now` replaces the schedule."""
+
+
+class TriggerIn(_Body):
+    payload: Any = Field(default=None, description="Overrides the job's payload for this run.")
+    priority: Priority | None = None
+
+
+class PreviewIn(_Body):
+    """Either a cron expression (`cron`, `tz`, `after`) or an existing job (`job_id`)."""
+
+    cron: Annotated[str, StringConstraints(max_length=200, pattern=PRINTABLE)] | None = None
+    tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = "UTC"
+    after: datetime | None = Field(default=None, description="Instants strictly after this.")
+    job_id: Annotated[str, StringConstraints(max_length=100)] | None = None
+    count: int = Field(default=10, ge=1, le=1000)
+
+
+class ReplayIn(_Body):
+    """Replay dead runs in bulk: those of `job_id`, or (with `all`) every one of the tenant."""
+
+    job_id: Annotated[str, StringConstraints(max_length=100)] | None = None
+    all: bool = Field(default=False, description="Required to replay without a job_id.")
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class KeyCreate(_Body):
+    role: ApiRole
+    name: Annotated[str, StringConstraints(max_length=200, pattern=PRINTABLE)] = ""
+
+
+class ClaimIn(_Body):
+    worker_id: Name = Field(description="Stable id of the worker process (unique per tenant).")
+    tasks: list[Short] = Field(min_length=1, max_length=100, description="Task names it runs.")
+    max_runs: int = Field(default=10, ge=1, le=1000)
+    lease_seconds: float = Field(
+        default=30.0, ge=1, le=3600, allow_inf_nan=False, description="Heartbeat within this."
+    )
+
+
+class HeldRun(_Body):
+    run_id: uuid.UUID
+    token: int = Field(ge=0, le=2**63 - 1)
+
+
+class HeartbeatIn(_Body):
+    worker_id: Name
+    runs: list[HeldRun] = Field(max_length=1000)
+    lease_seconds: float = Field(default=30.0, ge=1, le=3600, allow_inf_nan=False)
+
+
+class CompleteIn(_Body):
+    worker_id: Name
+    run_id: uuid.UUID
+    token: int = Field(ge=0, le=2**63 - 1, description="The token the claim returned.")
+    outcome: Literal["succeeded", "failed"]
+    error_class: Name | None = None
+    error_message: Text | None = None
+    retryable: bool = Field(
+        default=True, description="False: fail permanently (the run goes dead, no retry)."
+    )
+    retry_after: Seconds | None = Field(
+        default=None, description="Retry after this many seconds instead of the backoff."
+    )
+
+
+# --- responses --------------------------------------------------------------------------------
+
+
+class ScheduleOut(BaseModel):
+    kind: ScheduleKind
+    cron: str | None
+    tz: str
+    at: datetime | None
+    every_seconds: float | None
+    anchor: datetime | None
+
+    @classmethod
+    def of(cls, s: Schedule) -> ScheduleOut:
+        return cls(
+            kind=s.kind,
+            cron=s.cron,
+            tz=s.tz,
+            at=s.at,
+            every_seconds=None if s.every is None else s.every.total_seconds(),
+            anchor=s.anchor,
+        )
+
+
+class RetryOut(BaseModel):
+    max_attempts: int
+    backoff_base: float
+    backoff_factor: float
+    backoff_cap: float
+
+
+class JobOut(BaseModel):
+    id: uuid.UUID
+    tenant: str
+    name: str
+    status: JobStatus
+    next_fire_at: datetime | None
+    task: str
+    target: dict[str, Any] | None
+    schedule: ScheduleOut
+    payload: Any
+    retry: RetryOut
+    priority: int
+    timeout: float | None
+    misfire: MisfirePolicy
+    misfire_grace: float
+    overlap: OverlapPolicy
+    delivery: DeliveryMode
+    queue: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    max_concurrency: int
+    concurrency_key: str | None
+    max_backfill: int
+    sla: float | None = None
+    expected_duration: float | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        return cls(
+            id=job.id,
+            tenant=job.tenant,
+            name=job.name,
+            status=job.status,
+            next_fire_at=job.next_fire_at,
+            task=job.task,
+            target=job.target,
+            schedule=ScheduleOut.of(job.schedule),
+            payload=job.payload,
+            retry=RetryOut(
+                max_attempts=job.retry.max_attempts,
+                backoff_base=job.retry.backoff_base,
+                backoff_factor=job.retry.backoff_factor,
+                backoff_cap=job.retry.backoff_cap,
+            ),
+            priority=job.priority,
+            timeout=job.timeout,
+            misfire=job.misfire_policy,
+            misfire_grace=job.misfire_grace,
+            overlap=job.overlap_policy,
+            delivery=job.delivery,
+            queue=job.queue,
+            tags=list(job.tags),
+            metadata=job.metadata,
+            max_concurrency=job.max_concurrency,
+            concurrency_key=job.concurrency_key,
+            max_backfill=job.max_backfill,
+            sla=job.sla,
+            expected_duration=job.expected_duration,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+        )
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
+
+
+class AttemptOut(BaseModel):
+    number: int
+    token: int
+    worker_id: str
+    outcome: AttemptOutcome
+    claimed_at: datetime
+    started_at: datetime | None
+    finished_at: datetime
+    duration_seconds: float | None
+    error_class: str | None
+    error_message: str | None
+
+    @classmethod
+    def of(cls, a: Attempt) -> AttemptOut:
+        duration = a.duration
+        return cls(
+            number=a.number,
+            token=a.token,
+            worker_id=a.worker_id,
+            outcome=a.outcome,
+            claimed_at=a.claimed_at,
+            started_at=a.started_at,
+            finished_at=a.finished_at,
+            duration_seconds=None if duration is None else duration.total_seconds(),
+            error_class=a.error_class,
+            error_message=a.error_message,
+        )
+
+
+class RunOut(BaseModel):
+    id: uuid.UUID
+    job_id: uuid.UUID
+    tenant: str
+    job_name: str
+    task: str
+    queue: str
+    state: RunState
+    scheduled_for: datetime
+    available_at: datetime
+    priority: int
+    attempt: int = Field(description="Attempts started so far.")
+    max_attempts: int
+    trigger: RunTrigger
+    idempotency_key: str | None
+    reason: str | None
+    last_error_class: str | None
+    last_error_message: str | None
+    payload: Any
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    claimed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    replays: int
+    progress: float | None
+    progress_message: str | None
+    cancel_requested: bool
+    created_at: datetime
+
+    @classmethod
+    def fields_of(cls, run: Run) -> dict[str, Any]:
+        return {
+            "id": run.id,
+            "job_id": run.job_id,
+            "tenant": run.tenant,
+            "job_name": run.job_name,
+            "task": run.task,
+            "queue": run.queue,
+            "state": run.state,
+            "scheduled_for": run.scheduled_for,
+            "available_at": run.available_at,
+            "priority": run.priority,
+            "attempt": run.attempt,
+            "max_attempts": run.max_attempts,
+            "trigger": run.trigger,
+            "idempotency_key": run.idempotency_key,
+            "reason": run.reason,
+            "last_error_class": run.last_error_class,
+            "last_error_message": run.last_error_message,
+            "payload": run.payload,
+            "lease_owner": run.lease_owner,
+            "lease_expires_at": run.lease_expires_at,
+            "claimed_at": run.claimed_at,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "replays": run.replays,
+            "progress": run.progress,
+            "progress_message": run.progress_message,
+            "cancel_requested": run.cancel_requested,
+            "created_at": run.created_at,
+        }
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        return cls(**cls.fields_of(run))
+
+
+class RunDetail(RunOut):
+    attempts: list[AttemptOut]
+
+    @classmethod
+    def with_attempts(cls, run: Run, attempts: list[Attempt]) -> RunDetail:
+        return cls(**cls.fields_of(run), attempts=[AttemptOut.of(a) for a in attempts])
+
+
+class RunPage(BaseModel):
+    items: list[RunOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
+
+
+class ReplayOut(BaseModel):
+    replayed: list[uuid.UUID]
+    count: int
+
+
+class OccurrenceOut(BaseModel):
+    utc: datetime
+    local: str = Field(description="The same instant in the schedule's zone, with its offset.")
+    dst_note: str | None = Field(description="Set when a DST change moved or doubled it.")
+
+    @classmethod
+    def of(cls, o: Occurrence) -> OccurrenceOut:
+        return cls(utc=o.instant, local=o.local.isoformat(), dst_note=o.dst_note)
+
+
+class PreviewOut(BaseModel):
+    tz: str
+    items: list[OccurrenceOut]
+
+
+class KeyOut(BaseModel):
+    id: uuid.UUID
+    tenant: str
+    role: ApiRole
+    name: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @classmethod
+    def fields_of(cls, key: ApiKey) -> dict[str, Any]:
+        return {
+            "id": key.id,
+            "tenant": key.tenant,
+            "role": key.role,
+            "name": key.name,
+            "prefix": key.prefix,
+            "created_at": key.created_at,
+            "revoked_at": key.revoked_at,
+            "last_used_at": key.last_used_at,
+        }
+
+    @classmethod
+    def of(cls, key: ApiKey) -> KeyOut:
+        return cls(**cls.fields_of(key))
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The secret: shown this once, never again.")
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]
+
+
+class ClaimedRunOut(BaseModel):
+    run_id: uuid.UUID
+    token: int = Field(description="Fencing token: send it with every heartbeat and completion.")
+    attempt: int
+    max_attempts: int
+    job_id: uuid.UUID
+    job_name: str
+    task: str
+    payload: Any
+    scheduled_for: datetime
+    lease_expires_at: datetime | None
+    timeout: float | None = Field(description="Seconds the attempt may take, if the job sets one.")
+
+
+class ClaimOut(BaseModel):
+    runs: list[ClaimedRunOut]
+
+
+class HeartbeatOut(BaseModel):
+    kept: list[uuid.UUID] = Field(description="Leases extended.")
+    lost: list[uuid.UUID] = Field(description="Leases gone (expired or taken over): stop work.")
+    cancel_requested: list[uuid.UUID] = Field(
+        description="Cancelled by an operator: stop work (a completion would be refused)."
+    )
+
+
+class CompleteOut(BaseModel):
+    run_id: uuid.UUID
+    state: RunState = Field(description="The run's state after this outcome.")
+    attempt: int
+    available_at: datetime = Field(description="For a retry: when it is due again.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    store: str
+    schema_version: int

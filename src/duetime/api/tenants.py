@@ -1,0 +1,87 @@
+"""``/api/v1/tenants/{tenant_id}/limits``: a tenant's fairness limits (admin only) — runs in
+flight at once, run starts per second, weight (docs/fairness.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from duetime._types import TenantLimits
+from duetime.api.auth import TENANT_PATTERN, Admin
+from duetime.api.endpoint import Endpoint
+
+TAG = {"name": "tenants", "description": "Tenant fairness limits (admin)."}
+
+TenantId = Annotated[
+    str, Path(min_length=1, max_length=100, pattern=TENANT_PATTERN, description="The tenant.")
+]
+
+
+class TenantLimitsIn(BaseModel):
+    """The whole set of limits: a field left out or null means no limit (weight: 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_in_flight: int | None = Field(
+        None, ge=1, le=1_000_000, description="Runs running at once, across all workers."
+    )
+    max_starts_per_second: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        allow_inf_nan=False,
+        description="Run starts per second across all workers (bursts of max(1, rate)).",
+    )
+    weight: int = Field(1, ge=1, le=1000, description="Share of each claim among tenants.")
+
+
+class TenantLimitsOut(BaseModel):
+    tenant: str
+    max_in_flight: int | None
+    max_starts_per_second: float | None
+    weight: int
+
+    @classmethod
+    def of(cls, limits: TenantLimits) -> TenantLimitsOut:
+        return cls(
+            tenant=limits.tenant,
+            max_in_flight=limits.max_in_flight,
+            max_starts_per_second=limits.max_starts_per_second,
+            weight=limits.weight,
+        )
+
+
+class GetTenantLimits(Endpoint):
+    """Get a tenant's limits
+    No limits and weight 1 for a tenant never configured."""
+
+    method, path, tag = "GET", "/tenants/{tenant_id}/limits", "tenants"
+    errors = (422,)
+
+    async def handle(self, tenant_id: TenantId, caller: Admin) -> TenantLimitsOut:
+        return TenantLimitsOut.of(await caller.app.tenant_limits_get(tenant_id))
+
+
+class SetTenantLimits(Endpoint):
+    """Set a tenant's limits
+    Replaces them all; every claim of every worker enforces them from its next claim on (runs
+    already running are not stopped)."""
+
+    method, path, tag = "PUT", "/tenants/{tenant_id}/limits", "tenants"
+    errors = (422,)
+
+    async def handle(
+        self, tenant_id: TenantId, body: TenantLimitsIn, caller: Admin
+    ) -> TenantLimitsOut:
+        limits = await caller.app.tenant_limits_set(
+            tenant_id,
+            max_in_flight=body.max_in_flight or 0,  # 0: no limit
+            max_starts_per_second=body.max_starts_per_second or 0.0,
+            weight=body.weight,
+        )
+        return TenantLimitsOut.of(limits)
+
+
+ENDPOINTS: tuple[type[Endpoint], ...] = (GetTenantLimits, SetTenantLimits)

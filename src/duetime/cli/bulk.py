@@ -1,0 +1,146 @@
+"""``duetime jobs import FILE.jsonl``: bulk registration from JSON Lines.
+
+One job per line, with the fields of ``app.schedule`` (``name``, ``task``, one of ``cron`` /
+``at`` / ``every`` / ``now``, and optionally ``tz``, ``anchor``, ``payload``, ``retry``,
+``priority``, ``timeout``, ``misfire``, ``misfire_grace``, ``overlap``, ``delivery``,
+``queue``, ``tags``, ``metadata``). ``at`` and ``anchor`` are ISO 8601 instants with an offset
+(``at`` may also be a delay such as ``PT3H`` or ``90s``); ``every`` is seconds or a duration;
+``retry`` is an object with ``max_attempts``, ``backoff_base``, ``backoff_factor``,
+``backoff_cap``. Names that exist already are left as they are (import only creates).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import orjson
+import typer
+
+from duetime._types import RetryPolicy
+from duetime.app import AsyncApp
+from duetime.cli._common import DbOption, TenantOption, fail, with_app
+from duetime.cli._output import parse_duration
+from duetime.cli.jobs import jobs
+from duetime.errors import ValidationError
+
+
+def _instant(value: Any, field: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(field, f"{value!r} is not an ISO 8601 instant") from None
+
+
+def spec_fields(obj: Any) -> dict[str, Any]:
+    """One JSON object of the import format → keyword fields of a JobSpec."""
+    if not isinstance(obj, dict):
+        raise ValidationError("spec", "each line must be a JSON object")
+    values = dict(obj)
+    if isinstance(values.get("at"), str):
+        delay = parse_duration(values["at"])
+        values["at"] = delay if delay is not None else _instant(values["at"], "at")
+    if "anchor" in values:
+        values["anchor"] = _instant(values["anchor"], "anchor")
+    if isinstance(values.get("every"), str):
+        every = parse_duration(values["every"])
+        if every is None:
+            raise ValidationError("every", f"{values['every']!r} is not a duration")
+        values["every"] = every
+    if isinstance(values.get("retry"), dict):
+        try:
+            values["retry"] = RetryPolicy(**values["retry"])
+        except TypeError as exc:
+            raise ValidationError("retry", str(exc)) from None
+    return values
+
+
+class _Lines:
+    """JSON Lines → spec mappings, remembering blank lines so an index maps back to a line."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.blank_before: list[int] = []  # spec index at each blank line
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        index = 0
+        for number, raw in enumerate(self.stream, start=1):
+            if not raw.strip():
+                self.blank_before.append(index)
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise ValidationError(f"line {number}", f"not valid JSON ({exc})") from None
+            try:
+                yield spec_fields(obj)
+            except ValidationError as exc:
+                raise ValidationError(f"line {number}: {exc.field}", exc.reason) from None
+            index += 1
+
+    def line_of(self, index: int) -> int:
+        return index + 1 + sum(1 for b in self.blank_before if b <= index)
+
+
+def _explain(error: ValidationError, lines: _Lines) -> str:
+    if error.field.startswith("specs["):
+        index = int(error.field[len("specs[") : error.field.index("]")])
+        return f"line {lines.line_of(index)}: {error}"
+    return str(error)
+
+
+@jobs.command("import")
+def import_jobs(
+    file: Annotated[
+        str,
+        typer.Argument(
+            metavar="FILE.jsonl", help="JSON Lines file, one job per line; - reads stdin."
+        ),
+    ],
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Jobs per transaction.")] = 10_000,
+    allow_unregistered: Annotated[
+        bool,
+        typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
+    ] = False,
+) -> None:
+    """Create many jobs fast from a JSON Lines file (existing names are left unchanged)."""
+    if file != "-" and not Path(file).is_file():
+        fail(f"{file}: no such file")
+    stream: IO[bytes] = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    lines = _Lines(stream)
+    total = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal total
+        for spec in lines:
+            total += 1
+            yield spec
+
+    async def body(app: AsyncApp) -> int:
+        try:
+            return await app.schedule_many(
+                counted(), allow_unregistered=allow_unregistered, batch_size=batch_size
+            )
+        except ValidationError as exc:
+            fail(_explain(exc, lines))
+
+    started = time.perf_counter()
+    try:
+        created = with_app(db, tenant, body)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    elapsed = time.perf_counter() - started
+    rate = total / elapsed if elapsed > 0 else 0.0
+    typer.echo(
+        f"imported {created} jobs ({total - created} existed already) from {total} lines "
+        f"in {elapsed:.1f} s ({rate:,.0f} jobs/s)"
+    )

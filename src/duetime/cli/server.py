@@ -1,0 +1,82 @@
+"""``duetime server``: the REST API (and, later, the dashboard) over HTTP.
+
+API keys are required (``duetime keys create``) unless ``--no-auth``. The line
+``duetime server: listening on http://HOST:PORT`` is printed once the socket is bound (with
+``--port 0`` it tells which port was picked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from duetime.api import ApiServer, is_loopback
+from duetime.cli._common import DbOption, run_async
+from duetime.cli._root import cli
+from duetime.cli.serve import (
+    LogFormat,
+    LogLevel,
+    _app_for,
+    _gather,
+    _install_signals,
+    _logging,
+)
+
+HostOption = Annotated[
+    str, typer.Option("--host", help="Address to listen on (loopback unless you mean it).")
+]
+PortOption = Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")]
+
+
+def describe_api(api: ApiServer) -> str:
+    return (
+        f"listening on {api.url} — REST API {api.url}/api/v1, docs {api.url}/api/v1/docs, "
+        f"OpenAPI {api.url}/api/v1/openapi.json, dashboard {api.url}/, metrics {api.url}/metrics"
+    )
+
+
+@cli.command()
+def server(
+    db: DbOption = None,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="Serve without API keys: every caller acts as an admin of tenant 'default' "
+            "(only for trusted networks).",
+        ),
+    ] = False,
+    log_level: LogLevel = "info",
+    log_format: LogFormat = "text",
+) -> None:
+    """Serve the REST API (/api/v1, docs at /api/v1/docs, /healthz, /readyz), the dashboard at
+    / and Prometheus metrics at /metrics."""
+    _logging(log_level, log_format)
+
+    def ready(api: ApiServer) -> None:
+        typer.echo(f"duetime server: {describe_api(api)}")
+        if no_auth:
+            exposed = "" if is_loopback(host) else f" — and {host} is not loopback"
+            typer.echo(f"duetime server: OPEN, no API key needed (--no-auth){exposed}")
+        else:
+            typer.echo("duetime server: API keys required (create one: duetime keys create)")
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+        async with _app_for(db, None, migrate=None) as app:
+            api = ApiServer(
+                app,
+                host=host,
+                port=port,
+                auth_required=not no_auth,
+                log_level=log_level,
+                on_ready=ready,
+            )
+            await _gather(stop, *app.node_loops(stop, roles=("api",)), api.run(stop))
+
+    run_async(go)

@@ -1,0 +1,133 @@
+"""``duetime tenants …``: fairness limits per tenant — set, show (docs/fairness.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from duetime._types import TenantLimits, TenantQueueStats
+from duetime.app import AsyncApp
+from duetime.cli._common import DbOption, JsonOption, print_json, with_app
+from duetime.cli._output import print_fields, print_table, to_jsonable
+from duetime.cli._root import cli
+
+tenants = typer.Typer(
+    name="tenants",
+    help="Tenant fairness: in-flight and start-rate quotas, weights, and what waits.",
+    no_args_is_help=True,
+)
+cli.add_typer(tenants, name="tenants")
+
+
+def _limit(value: Any) -> str:
+    return "no limit" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _limits_fields(limits: TenantLimits) -> list[tuple[str, Any]]:
+    return [
+        ("tenant", limits.tenant),
+        ("max in flight", _limit(limits.max_in_flight)),
+        ("max starts/s", _limit(limits.max_starts_per_second)),
+        ("weight", limits.weight),
+    ]
+
+
+@tenants.command("set")
+def set_limits(
+    tenant: Annotated[str, typer.Argument(metavar="TENANT", help="The tenant's id.")],
+    max_in_flight: Annotated[
+        int | None,
+        typer.Option(
+            "--max-in-flight", min=0, help="Runs running at once, all workers together; 0: none."
+        ),
+    ] = None,
+    max_starts_per_second: Annotated[
+        float | None,
+        typer.Option(
+            "--max-starts-per-second",
+            min=0.0,
+            help="Run starts per second, all workers together (bursts of max(1, R)); 0: none.",
+        ),
+    ] = None,
+    weight: Annotated[
+        int | None,
+        typer.Option("--weight", min=1, max=1000, help="Share of each claim (default 1)."),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Set a tenant's limits; options not given keep their value. Every claim of every worker
+    enforces them from the next claim on (runs already running are not stopped)."""
+    if max_in_flight is None and max_starts_per_second is None and weight is None:
+        typer.echo(
+            "error: give at least one of --max-in-flight, --max-starts-per-second, --weight",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+    async def body(app: AsyncApp) -> TenantLimits:
+        return await app.tenant_limits_set(
+            tenant,
+            max_in_flight=max_in_flight,
+            max_starts_per_second=max_starts_per_second,
+            weight=weight,
+        )
+
+    limits = with_app(db, "default", body)
+    if as_json:
+        print_json(to_jsonable(limits))
+        return
+    print_fields(_limits_fields(limits), title="tenant limits")
+
+
+@tenants.command("show")
+def show(
+    tenant: Annotated[
+        str | None,
+        typer.Argument(metavar="[TENANT]", help="One tenant (default: every known tenant)."),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A tenant's limits and its queues (due, oldest due, in flight, throttled); without
+    TENANT, every tenant's."""
+
+    async def body(app: AsyncApp) -> tuple[list[TenantLimits], list[TenantQueueStats]]:
+        stats = await app.tenant_stats()
+        if tenant is not None:
+            return [await app.tenant_limits_get(tenant)], [s for s in stats if s.tenant == tenant]
+        known = {limits.tenant: limits for limits in await app.tenant_limits_list()}
+        for s in stats:  # tenants with runs but no row yet: defaults
+            known.setdefault(s.tenant, TenantLimits(s.tenant))
+        return [known[t] for t in sorted(known)], stats
+
+    limits, stats = with_app(db, "default", body)
+    if as_json:
+        found = {lim.tenant: {**to_jsonable(lim), "queues": []} for lim in limits}
+        for s in stats:
+            entry = to_jsonable(s)
+            entry.pop("tenant")
+            found[s.tenant]["queues"].append(entry)
+        print_json(found[tenant] if tenant is not None else {"items": list(found.values())})
+        return
+    if tenant is not None:
+        print_fields(_limits_fields(limits[0]), title="tenant limits")
+    else:
+        print_table(
+            ["tenant", "max in flight", "max starts/s", "weight"],
+            [
+                (x.tenant, _limit(x.max_in_flight), _limit(x.max_starts_per_second), x.weight)
+                for x in limits
+            ],
+            empty="no tenants",
+        )
+    print_table(
+        ["tenant", "queue", "due", "oldest due (s)", "in flight", "throttled"],
+        [
+            (s.tenant, s.queue, s.due, f"{s.oldest_due_age:.1f}", s.in_flight, s.throttled)
+            for s in stats
+        ],
+        title="queues",
+        empty="no runs waiting or running",
+    )

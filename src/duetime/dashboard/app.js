@@ -1,0 +1,573 @@
+// duetime dashboard: a small single-page app that reads and acts only through the REST API
+// (/api/v1), with the API key its user enters (kept in this browser's localStorage).
+// No framework: hash routes, DOM built with h(), charts drawn as SVG.
+
+const API = "/api/v1";
+const KEY = "duetime.key";
+const TENANT = "duetime.tenant";
+const PAGE = 50;
+let me = null; // {tenant, role, auth_required}
+let refreshTimer = null;
+let config = { auth_required: false };
+
+// --- helpers ---------------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const svgNS = "http://www.w3.org/2000/svg";
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+function fmtInstant(iso) {
+  if (!iso) return "—";
+  return iso.replace(/\.\d+/, "").replace("+00:00", "Z");
+}
+function fmtLocal(iso) {
+  return iso ? iso.replace(/\.\d+/, "") : "—";
+}
+function fmtSeconds(v) {
+  if (v === null || v === undefined) return "—";
+  if (v < 1) return `${Math.round(v * 1000)} ms`;
+  if (v < 120) return `${v.toFixed(1)} s`;
+  if (v < 7200) return `${(v / 60).toFixed(1)} min`;
+  return `${(v / 3600).toFixed(1)} h`;
+}
+function state(value) {
+  return h("span", { class: `state ${value}` }, value);
+}
+function fill(view, ...kids) {
+  view.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+}
+function canWrite() {
+  return me && (me.role === "operator" || me.role === "admin");
+}
+function say(text, error = false) {
+  const box = document.getElementById("status");
+  box.replaceChildren(h("div", { class: error ? "msg error" : "msg" }, text));
+  if (!error) setTimeout(() => { if (box.textContent === text) box.replaceChildren(); }, 4000);
+}
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const key = localStorage.getItem(KEY);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let url = API + path;
+  const tenant = localStorage.getItem(TENANT);
+  if (tenant && me && me.role === "admin" && !path.startsWith("/whoami")) {
+    url += (url.includes("?") ? "&" : "?") + "tenant=" + encodeURIComponent(tenant);
+  }
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (response.status === 429 && attempt < 3) {
+      const wait = Number(response.headers.get("Retry-After") || "1");
+      await new Promise((r) => setTimeout(r, wait * 1000));
+      continue;
+    }
+    if (response.status === 204) return null;
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new ApiError(response.status, data);
+    return data;
+  }
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+function route() {
+  const raw = location.hash.replace(/^#/, "") || "/";
+  const [path, qs] = raw.split("?");
+  return { parts: path.split("/").filter(Boolean), params: new URLSearchParams(qs || "") };
+}
+
+function go(path, params) {
+  location.hash = "#" + path + (params ? query(params) : "");
+}
+
+// --- who am I ----------------------------------------------------------------------------------
+
+async function identify() {
+  const who = document.getElementById("whoami");
+  const key = localStorage.getItem(KEY);
+  if (config.auth_required && !key) {
+    me = null;
+    who.textContent = "enter an API key";
+    return false;
+  }
+  try {
+    me = await api("GET", "/whoami");
+    who.textContent = `${me.tenant} · ${me.role}${me.key_name ? " · " + me.key_name : ""}`;
+    for (const el of document.querySelectorAll(".admin-only")) el.hidden = me.role !== "admin";
+    document.getElementById("tenant-input").value = localStorage.getItem(TENANT) || "";
+    return true;
+  } catch (err) {
+    me = null;
+    who.textContent = "";
+    say(`The API key was refused: ${err.message}`, true);
+    return false;
+  }
+}
+
+// --- charts ------------------------------------------------------------------------------------
+
+const COLORS = ["#2457c5", "#c0262d", "#18794e", "#a35200", "#7b3fb8"];
+
+function lineChart(title, series, { unit = "", label } = {}) {
+  const W = 460, H = 170, L = 44, R = 8, T = 8, B = 22;
+  const pts = series.flatMap((x) => x.points.filter((p) => p.v !== null));
+  const times = series.flatMap((x) => x.points.map((p) => p.t));
+  const t0 = Math.min(...times), t1 = Math.max(...times, t0 + 1);
+  const vmax = Math.max(unit === "s" ? 1e-3 : 1, ...pts.map((p) => p.v));
+  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+  const y = (v) => T + (1 - v / vmax) * (H - T - B);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label || title });
+  svg.append(s("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.append(s("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const frac of [0, 0.5, 1]) {
+    const v = vmax * frac;
+    const text = unit === "s" ? fmtSeconds(v) : (v >= 10 ? Math.round(v) : v.toFixed(1));
+    svg.append(s("text", { class: "tick", x: L - 4, y: y(v) + 3, "text-anchor": "end" }, text));
+  }
+  if (times.length) {
+    for (const t of [t0, t1]) {
+      const d = new Date(t);
+      svg.append(s("text", { class: "tick", x: x(t), y: H - 6, "text-anchor": t === t0 ? "start" : "end" },
+        d.toISOString().slice(11, 16) + "Z"));
+    }
+  }
+  series.forEach((serie, i) => {
+    const color = serie.color || COLORS[i % COLORS.length];
+    let d = "";
+    let pen = false;
+    for (const p of serie.points) {
+      if (p.v === null) { pen = false; continue; }
+      d += `${pen ? "L" : "M"}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`;
+      pen = true;
+    }
+    if (d) svg.append(s("path", { d, fill: "none", stroke: color, "stroke-width": 2 }, s("title", {}, serie.name)));
+  });
+  const legend = h("div", { class: "legend" },
+    series.map((serie, i) => {
+      const span = h("span", {}, serie.name);
+      span.style.setProperty("--c", serie.color || COLORS[i % COLORS.length]);
+      return span;
+    }));
+  const empty = pts.length === 0 ? h("div", { class: "muted" }, "no data in this window yet") : null;
+  return h("section", { class: "chart" }, h("h3", {}, title), svg, legend, empty);
+}
+
+// --- pages -------------------------------------------------------------------------------------
+
+function card(label, value, bad = false) {
+  return h("div", { class: bad ? "card bad" : "card" }, h("div", { class: "label" }, label),
+    h("div", { class: "value" }, value));
+}
+
+function table(headers, rows, empty = "nothing to show") {
+  if (!rows.length) return h("div", { class: "empty" }, empty);
+  return h("table", {},
+    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows));
+}
+
+async function overview(view) {
+  const [ov, tl] = await Promise.all([
+    api("GET", "/stats/overview"),
+    api("GET", "/stats/timeline?window=3600&step=60"),
+  ]);
+  const q = ov.queue;
+  const buckets = tl.buckets.map((b) => ({ ...b, t: Date.parse(b.start) }));
+  const lastHourOk = buckets.reduce((n, b) => n + b.succeeded, 0);
+  const failures = buckets.reduce((n, b) => n + b.failed_attempts + b.lost_attempts + b.dead, 0);
+  const leader = ov.cluster.leader;
+  fill(view, 
+    h("h1", {}, `Overview — tenant ${ov.tenant}`),
+    h("div", { class: "cards" },
+      card("due now", q.due, q.due > 0 && q.oldest_due_age > 60),
+      card("oldest due", fmtSeconds(q.oldest_due_age), q.oldest_due_age > 60),
+      card("running", q.running),
+      card("dead letters", q.dead_letters, q.dead_letters > 0),
+      card("succeeded (1 h)", lastHourOk),
+      card("failures (1 h)", failures, failures > 0),
+      card("workers live", ov.cluster.workers.length, ov.cluster.workers.length === 0),
+      card("nodes live", ov.cluster.nodes.length),
+      card("leader", leader ? `term ${leader.term}` : "none", !leader),
+      card("alerts firing", ov.alerts_firing.length, ov.alerts_firing.length > 0),
+    ),
+    h("div", { class: "charts" },
+      lineChart("Throughput (runs succeeded per minute)", [
+        { name: "succeeded", points: buckets.map((b) => ({ t: b.t, v: b.succeeded })) },
+      ]),
+      lineChart("Fire lag (start − scheduled)", [
+        { name: "p50", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p50 })) },
+        { name: "p95", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p95 })), color: "#a35200" },
+        { name: "p99", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p99 })), color: "#c0262d" },
+      ], { unit: "s" }),
+      lineChart("Due-queue depth", [
+        { name: "due", points: ov.depth.map((d) => ({ t: Date.parse(d.at), v: d.due })) },
+        { name: "running", points: ov.depth.map((d) => ({ t: Date.parse(d.at), v: d.running })), color: "#18794e" },
+      ]),
+      lineChart("Failures per minute", [
+        { name: "attempts failed", points: buckets.map((b) => ({ t: b.t, v: b.failed_attempts })), color: "#a35200" },
+        { name: "leases lost", points: buckets.map((b) => ({ t: b.t, v: b.lost_attempts })), color: "#7b3fb8" },
+        { name: "runs dead", points: buckets.map((b) => ({ t: b.t, v: b.dead })), color: "#c0262d" },
+      ]),
+    ),
+    h("h2", {}, "Alerts firing"),
+    table(["kind", "summary", "since"], ov.alerts_firing.map((a) => h("tr", {},
+      h("td", {}, state(a.kind)), h("td", {}, a.summary), h("td", {}, fmtInstant(a.opened_at)))),
+      "no alert is firing"),
+    h("h2", {}, "Leader"),
+    h("p", {}, leader ? `${leader.node_id}, term ${leader.term}, lease until ${fmtInstant(leader.expires_at)}` : "no leader"),
+    h("h2", {}, "Nodes"),
+    table(["node", "roles", "partitions", "heartbeat"], ov.cluster.nodes.map((n) => h("tr", {},
+      h("td", {}, n.id), h("td", {}, n.roles.join(", ")), h("td", {}, n.partitions || "all"),
+      h("td", {}, fmtInstant(n.heartbeat_at))))),
+    h("h2", {}, "Workers"),
+    table(["worker", "tasks", "heartbeat"], ov.cluster.workers.map((w) => h("tr", {},
+      h("td", {}, w.id), h("td", {}, w.tasks.join(", ")), h("td", {}, fmtInstant(w.heartbeat_at)))),
+      "no live worker"),
+  );
+}
+
+function describeSchedule(s) {
+  if (s.kind === "cron") return `cron ${s.cron} (${s.tz})`;
+  if (s.kind === "every") return `every ${fmtSeconds(s.every_seconds)}`;
+  if (s.kind === "at") return `at ${fmtInstant(s.at)}`;
+  return "now";
+}
+
+async function jobs(view, params) {
+  const search = params.get("q") || "";
+  const status = params.get("status") || "";
+  const tag = params.get("tag") || "";
+  const cursor = params.get("cursor") || "";
+  const back = params.get("back") || "";
+  const page = await api("GET", "/jobs" + query({
+    name_prefix: search, status, tag, cursor, limit: PAGE,
+  }));
+  const input = h("input", { id: "job-search", type: "search", placeholder: "name starts with…",
+    value: search, "aria-label": "Search jobs by name prefix" });
+  const statusSelect = h("select", { id: "job-status", "aria-label": "Filter by status" },
+    ["", "active", "paused", "cancelled", "completed"].map((v) =>
+      h("option", { value: v, selected: v === status }, v || "any status")));
+  const tagInput = h("input", { id: "job-tag", placeholder: "tag", value: tag, "aria-label": "Filter by tag" });
+  const form = h("form", { class: "toolbar", role: "search", onsubmit: (e) => {
+    e.preventDefault();
+    go("/jobs", { q: input.value.trim(), status: statusSelect.value, tag: tagInput.value.trim() });
+  } }, input, statusSelect, tagInput, h("button", { type: "submit" }, "Search"));
+  let timer = null;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => form.requestSubmit(), 300);
+  });
+  statusSelect.addEventListener("change", () => form.requestSubmit());
+  const rows = page.items.map((j) => h("tr", {},
+    h("td", {}, h("a", { href: `#/jobs/${j.id}` }, j.name)),
+    h("td", {}, state(j.status)),
+    h("td", {}, describeSchedule(j.schedule)),
+    h("td", {}, fmtInstant(j.next_fire_at)),
+    h("td", {}, j.task),
+    h("td", {}, j.tags.join(", "))));
+  const stack = back ? back.split(",") : [];
+  const pager = h("div", { class: "pager" },
+    h("button", { id: "jobs-prev", disabled: !cursor, onclick: () => {
+      const prev = stack.slice(0, -1);
+      go("/jobs", { q: search, status, tag, cursor: stack[stack.length - 1] || "", back: prev.join(",") });
+    } }, "← Previous"),
+    h("button", { id: "jobs-next", disabled: !page.next_cursor, onclick: () => {
+      go("/jobs", { q: search, status, tag, cursor: page.next_cursor, back: [...stack, cursor].join(",") });
+    } }, "Next →"),
+    h("span", { class: "muted" }, `${page.items.length} shown`));
+  fill(view, h("h1", {}, "Jobs"), form,
+    table(["name", "status", "schedule", "next fire (UTC)", "task", "tags"], rows, "no job matches"), pager);
+  if (search || document.activeElement === document.body) input.focus();
+}
+
+async function act(label, fn) {
+  try {
+    await fn();
+    say(`${label}: done`);
+    await render();
+  } catch (err) {
+    say(`${label} failed: ${err.message}`, true);
+  }
+}
+
+async function jobDetail(view, id) {
+  const [job, runs, fires, why] = await Promise.all([
+    api("GET", `/jobs/${id}`),
+    api("GET", `/jobs/${id}/runs?limit=20`),
+    api("POST", "/schedules/preview", { job_id: id, count: 10 }).catch(() => ({ items: [] })),
+    api("GET", `/jobs/${id}/explain?last=10&count=5`),
+  ]);
+  const buttons = [];
+  if (canWrite()) {
+    if (job.status === "active") buttons.push(h("button", { id: "job-pause", onclick: () => act("Pause", () => api("POST", `/jobs/${id}/pause`)) }, "Pause"));
+    if (job.status === "paused") buttons.push(h("button", { id: "job-resume", onclick: () => act("Resume", () => api("POST", `/jobs/${id}/resume`)) }, "Resume"));
+    if (job.status !== "cancelled") buttons.push(h("button", { id: "job-trigger", class: "primary", onclick: () => act("Trigger", () => api("POST", `/jobs/${id}/trigger`)) }, "Trigger now"));
+    if (job.status === "active" || job.status === "paused") buttons.push(h("button", { id: "job-cancel", class: "danger", onclick: () => {
+      if (confirm(`Cancel job ${job.name} for good?`)) act("Cancel", () => api("POST", `/jobs/${id}/cancel`));
+    } }, "Cancel job"));
+  }
+  const fields = [
+    ["id", job.id], ["status", state(job.status)], ["schedule", describeSchedule(job.schedule)],
+    ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_fire_at)],
+    ["task", job.target ? `${job.task} → ${job.target.url}` : job.task],
+    ["retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.backoff_base}s ×${job.retry.backoff_factor} (cap ${job.retry.backoff_cap}s)`],
+    ["policies", `misfire ${job.misfire} (grace ${job.misfire_grace}s), overlap ${job.overlap}, ${job.delivery}`],
+    ["timeout", job.timeout === null ? "none" : `${job.timeout}s`],
+    ["SLA", job.sla === null || job.sla === undefined ? "none" : `${job.sla}s`],
+    ["priority", job.priority], ["tags", job.tags.join(", ") || "—"],
+  ];
+  fill(view, 
+    h("p", {}, h("a", { href: "#/jobs" }, "← Jobs")),
+    h("h1", {}, `Job ${job.name}`),
+    h("div", { class: "toolbar" }, buttons),
+    h("dl", { class: "fields" }, fields.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Why it did or didn't run"),
+    h("div", { class: "summary", id: "explain-summary" }, why.summary),
+    why.notes.length ? h("ul", { class: "notes" }, why.notes.map((n) => h("li", {}, n))) : null,
+    table(["scheduled (UTC)", `local (${why.tz})`, "what", "why"], why.last.map((r) => h("tr", {},
+      h("td", {}, fmtInstant(r.instant) + (r.count > 1 ? ` (+${r.count - 1})` : "")),
+      h("td", {}, fmtLocal(r.local)), h("td", {}, state(r.what)),
+      h("td", {}, r.run_id ? h("a", { href: `#/runs/${r.run_id}` }, r.why) : r.why))), "no occurrence yet"),
+    h("h2", {}, "Next fire instants"),
+    table(["#", "UTC", `local (${job.schedule.tz})`, "DST"], fires.items.map((o, i) => h("tr", {},
+      h("td", { class: "num" }, i + 1), h("td", {}, fmtInstant(o.utc || o.instant)),
+      h("td", {}, fmtLocal(o.local)), h("td", {}, o.dst_note || ""))), "no next fire instant"),
+    h("h2", {}, "Runs"),
+    runsTable(runs.items),
+  );
+}
+
+function runsTable(items) {
+  return table(["run", "job", "state", "scheduled (UTC)", "attempt", "reason / error"], items.map((r) => h("tr", {},
+    h("td", {}, h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8))),
+    h("td", {}, h("a", { href: `#/jobs/${r.job_id}` }, r.job_name)),
+    h("td", {}, state(r.state)),
+    h("td", {}, fmtInstant(r.scheduled_for)),
+    h("td", { class: "num" }, `${r.attempt}/${r.max_attempts}`),
+    h("td", {}, [r.reason, r.last_error_class, r.last_error_message].filter(Boolean).join(": ")))),
+    "no run");
+}
+
+async function runs(view, params) {
+  const st = params.get("state") || "";
+  const cursor = params.get("cursor") || "";
+  const back = params.get("back") || "";
+  const page = await api("GET", "/runs" + query({ state: st, cursor, limit: PAGE }));
+  const select = h("select", { id: "run-state", "aria-label": "Filter by state" },
+    ["", "scheduled", "running", "succeeded", "dead", "cancelled", "skipped"].map((v) =>
+      h("option", { value: v, selected: v === st }, v || "any state")));
+  select.addEventListener("change", () => go("/runs", { state: select.value }));
+  const stack = back ? back.split(",") : [];
+  fill(view, h("h1", {}, "Runs"), h("div", { class: "toolbar" }, select),
+    runsTable(page.items),
+    h("div", { class: "pager" },
+      h("button", { disabled: !cursor, onclick: () => go("/runs", { state: st, cursor: stack[stack.length - 1] || "", back: stack.slice(0, -1).join(",") }) }, "← Previous"),
+      h("button", { disabled: !page.next_cursor, onclick: () => go("/runs", { state: st, cursor: page.next_cursor, back: [...stack, cursor].join(",") }) }, "Next →")));
+}
+
+async function runDetail(view, id) {
+  const run = await api("GET", `/runs/${id}`);
+  const buttons = [];
+  if (canWrite() && (run.state === "scheduled" || run.state === "running")) {
+    buttons.push(h("button", { class: "danger", id: "run-cancel", onclick: () => act("Cancel run", () => api("POST", `/runs/${id}/cancel`)) }, "Cancel run"));
+  }
+  if (canWrite() && run.state === "dead") {
+    buttons.push(h("button", { class: "primary", id: "run-replay", onclick: () => act("Replay", () => api("POST", `/dead-letters/${id}/replay`)) }, "Replay"));
+  }
+  const progress = run.progress === null || run.progress === undefined ? "—" :
+    h("span", {}, h("span", { class: "progress", role: "progressbar", "aria-valuenow": Math.round(run.progress * 100), "aria-valuemin": 0, "aria-valuemax": 100 },
+      (() => { const bar = h("span"); bar.style.width = `${run.progress * 100}%`; return bar; })()),
+    ` ${Math.round(run.progress * 100)}% ${run.progress_message || ""}`);
+  const fields = [
+    ["id", run.id], ["job", h("a", { href: `#/jobs/${run.job_id}` }, run.job_name)],
+    ["state", state(run.state)], ["reason", run.reason || "—"], ["trigger", run.trigger],
+    ["scheduled", fmtInstant(run.scheduled_for)], ["available", fmtInstant(run.available_at)],
+    ["started", fmtInstant(run.started_at)], ["finished", fmtInstant(run.finished_at)],
+    ["attempt", `${run.attempt} of ${run.max_attempts}`], ["replays", run.replays],
+    ["lease", run.lease_owner ? `${run.lease_owner} until ${fmtInstant(run.lease_expires_at)} (token ${run.token})` : "—"],
+    ["progress", progress],
+    ["last error", [run.last_error_class, run.last_error_message].filter(Boolean).join(": ") || "—"],
+  ];
+  fill(view, 
+    h("p", {}, h("a", { href: "#/runs" }, "← Runs")),
+    h("h1", {}, `Run ${run.id.slice(0, 8)} of ${run.job_name}`),
+    h("div", { class: "toolbar" }, buttons),
+    h("dl", { class: "fields" }, fields.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Payload"), h("pre", {}, JSON.stringify(run.payload, null, 2)),
+    h("h2", {}, "Checkpoint"), h("pre", {}, JSON.stringify(run.checkpoint ?? null, null, 2)),
+    h("h2", {}, "Attempts"),
+    table(["#", "outcome", "worker", "started", "duration", "error"], (run.attempts || []).map((a) => h("tr", {},
+      h("td", { class: "num" }, a.number), h("td", {}, state(a.outcome)), h("td", {}, a.worker_id),
+      h("td", {}, fmtInstant(a.started_at)), h("td", {}, fmtSeconds(a.duration_seconds)),
+      h("td", {}, [a.error_class, a.error_message].filter(Boolean).join(": ")))), "no attempt yet"),
+  );
+}
+
+async function deadLetters(view, params) {
+  const cursor = params.get("cursor") || "";
+  const page = await api("GET", "/dead-letters" + query({ cursor, limit: PAGE }));
+  const selected = new Set();
+  const replaySelected = h("button", { id: "dlq-replay-selected", class: "primary", disabled: true, onclick: () =>
+    act(`Replay ${selected.size}`, async () => {
+      for (const id of selected) await api("POST", `/dead-letters/${id}/replay`);
+    }) }, "Replay selected");
+  const replayAll = h("button", { id: "dlq-replay-all", onclick: () => {
+    if (confirm("Replay every dead run of this tenant (up to 1000)?")) act("Replay all", () => api("POST", "/dead-letters/replay", { all: true, limit: 1000 }));
+  } }, "Replay all");
+  const rows = page.items.flatMap((r) => {
+    const detail = h("tr", { class: "inspect", hidden: true },
+      h("td", { colspan: 6 },
+        h("strong", {}, "error: "), [r.last_error_class, r.last_error_message].filter(Boolean).join(": ") || "—",
+        h("div", {}, h("strong", {}, "payload:")), h("pre", {}, JSON.stringify(r.payload, null, 2))));
+    const box = h("input", { type: "checkbox", "aria-label": `select run ${r.id}`, onchange: (e) => {
+      if (e.target.checked) selected.add(r.id); else selected.delete(r.id);
+      replaySelected.disabled = selected.size === 0;
+      replaySelected.textContent = selected.size ? `Replay selected (${selected.size})` : "Replay selected";
+    } });
+    const inspect = h("button", { class: "inspect-btn", "aria-expanded": "false", onclick: (e) => {
+      detail.hidden = !detail.hidden;
+      e.target.setAttribute("aria-expanded", String(!detail.hidden));
+    } }, "Inspect");
+    const replay = canWrite() ? h("button", { class: "replay-one", "data-run": r.id, onclick: () =>
+      act("Replay", () => api("POST", `/dead-letters/${r.id}/replay`)) }, "Replay") : null;
+    return [h("tr", { "data-run": r.id },
+      h("td", {}, canWrite() ? box : null),
+      h("td", {}, h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8))),
+      h("td", {}, h("a", { href: `#/jobs/${r.job_id}` }, r.job_name)),
+      h("td", {}, fmtInstant(r.finished_at)),
+      h("td", {}, [r.reason, r.last_error_class].filter(Boolean).join(": ")),
+      h("td", {}, inspect, " ", replay)), detail];
+  });
+  fill(view, h("h1", {}, "Dead letters"),
+    h("div", { class: "toolbar" }, canWrite() ? [replaySelected, replayAll] : null),
+    table(["", "run", "job", "died (UTC)", "reason", ""], rows, "the dead-letter queue is empty"),
+    h("div", { class: "pager" },
+      h("button", { disabled: !page.next_cursor, onclick: () => go("/dead-letters", { cursor: page.next_cursor }) }, "Next →")));
+}
+
+// --- shell -------------------------------------------------------------------------------------
+
+const PAGES = { "": overview, jobs, runs, "dead-letters": deadLetters };
+
+async function render() {
+  clearTimeout(refreshTimer);
+  const { parts, params } = route();
+  const view = document.getElementById("view");
+  const page = parts[0] || "";
+  for (const link of document.querySelectorAll("nav a")) {
+    const current = (link.dataset.page === "overview" ? "" : link.dataset.page) === page;
+    link.classList.toggle("current", current);
+    if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
+  }
+  if (!me) {
+    fill(view, h("h1", {}, "duetime"),
+      h("p", {}, "Enter an API key above (create one with ", h("code", {}, "duetime keys create"), ")."));
+    view.dataset.loaded = "login";
+    return;
+  }
+  try {
+    if (page === "jobs" && parts[1]) await jobDetail(view, parts[1]);
+    else if (page === "runs" && parts[1]) await runDetail(view, parts[1]);
+    else if (PAGES[page]) await PAGES[page](view, params);
+    else fill(view, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Overview")));
+    view.dataset.loaded = location.hash || "#/";
+  } catch (err) {
+    fill(view, h("h1", {}, "Error"), h("p", { class: "notes" }, err.message));
+    view.dataset.loaded = location.hash || "#/";
+  }
+  if (page === "") refreshTimer = setTimeout(render, 10000);
+}
+
+function keyboard() {
+  let pending = null;
+  document.addEventListener("keydown", (e) => {
+    const target = e.target;
+    if (target && (target.tagName === "INPUT" || target.tagName === "SELECT" || target.tagName === "TEXTAREA")) {
+      if (e.key === "Escape") target.blur();
+      return;
+    }
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (pending === "g") {
+      pending = null;
+      const dest = { o: "/", j: "/jobs", r: "/runs", d: "/dead-letters" }[e.key];
+      if (dest) { e.preventDefault(); go(dest); }
+      return;
+    }
+    if (e.key === "g") { pending = "g"; setTimeout(() => { pending = null; }, 1500); return; }
+    if (e.key === "/") {
+      const search = document.getElementById("job-search");
+      e.preventDefault();
+      if (search) search.focus(); else go("/jobs");
+    } else if (e.key === "r") {
+      render();
+    }
+  });
+}
+
+async function main() {
+  config = await fetch("/dashboard-config").then((r) => r.json()).catch(() => config);
+  const form = document.getElementById("key-form");
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const key = document.getElementById("key-input").value.trim();
+    if (key) localStorage.setItem(KEY, key);
+    const tenant = document.getElementById("tenant-input").value.trim();
+    if (tenant) localStorage.setItem(TENANT, tenant); else localStorage.removeItem(TENANT);
+    document.getElementById("key-input").value = "";
+    const accepted = await identify();
+    if (accepted) say("API key accepted");
+    await render();
+    if (accepted) document.getElementById("view").focus({ preventScroll: true });
+  });
+  document.getElementById("key-forget").addEventListener("click", async () => {
+    localStorage.removeItem(KEY);
+    localStorage.removeItem(TENANT);
+    await identify();
+    render();
+  });
+  keyboard();
+  window.addEventListener("hashchange", () => {
+    render().then(() => document.getElementById("view").focus({ preventScroll: true }));
+  });
+  await identify();
+  await render();
+}
+
+main();

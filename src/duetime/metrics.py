@@ -1,0 +1,380 @@
+"""Prometheus metrics: what this process did (counters, histograms) and the cluster's queues
+(gauges read from the store when scraped).
+
+- Counters and histograms are recorded where things happen: the scheduler counts runs it
+  materialized and the occurrences it skipped, workers count starts, outcomes and attempts,
+  the reaper counts lost attempts. Each process exports its own; sum them across processes.
+- Gauges (due runs, the oldest due run's age, running runs, expired leases, dead letters,
+  live workers and nodes, the leader's term) describe the whole cluster. They are read from
+  the store when ``/metrics`` is scraped, at most once per ``max_age`` seconds; every process
+  exports the same values, so aggregate them with ``max``, never ``sum``.
+
+Label cardinality stays bounded: labels are ``tenant``, ``task``, ``reason`` and ``outcome``
+(never run ids or job names), and past :data:`MAX_TENANTS` tenants or :data:`MAX_TASKS` tasks
+further values are reported as ``_other``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from duetime._observe import ClusterStats
+
+log = logging.getLogger("duetime.metrics")
+
+MAX_TENANTS = 200
+MAX_TASKS = 500
+OTHER = "_other"
+
+LAG_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
+DURATION_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+)
+
+StatsSource = Callable[[], Awaitable[ClusterStats]]
+
+
+class _Bounded:
+    """Keeps the first ``limit`` distinct values of a label; later ones become ``_other``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str | None) -> str:
+        value = value or ""
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
+class Metrics:
+    """The collectors of one registry (by default the process-wide one: see :func:`metrics`)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        max_tenants: int = MAX_TENANTS,
+        max_tasks: int = MAX_TASKS,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._tenant = _Bounded(max_tenants)
+        self._task = _Bounded(max_tasks)
+        r = self.registry
+        tt = ("tenant", "task")
+        self.runs_materialized = Counter(
+            "duetime_runs_materialized",
+            "Runs created by this scheduler from their jobs' schedules.",
+            tt,
+            registry=r,
+        )
+        self.runs_started = Counter(
+            "duetime_runs_started", "Runs (attempts) that started executing.", tt, registry=r
+        )
+        self.runs_succeeded = Counter(
+            "duetime_runs_succeeded", "Runs that ended succeeded.", tt, registry=r
+        )
+        self.runs_dead = Counter(
+            "duetime_runs_dead",
+            "Runs that went dead (dead-letter queue), by reason.",
+            (*tt, "reason"),
+            registry=r,
+        )
+        self.runs_skipped = Counter(
+            "duetime_runs_skipped",
+            "Occurrences not run, by reason (misfire_skip, misfire_fire_once, not_started …).",
+            (*tt, "reason"),
+            registry=r,
+        )
+        self.attempts = Counter(
+            "duetime_attempts",
+            "Attempts that ended, by outcome (succeeded, failed, lost, stale, timed_out, "
+            "cancelled).",
+            (*tt, "outcome"),
+            registry=r,
+        )
+        self.schedule_lag = Histogram(
+            "duetime_schedule_lag_seconds",
+            "Materialized − scheduled instant (0 when materialized ahead).",
+            ("tenant",),
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.fire_lag = Histogram(
+            "duetime_fire_lag_seconds",
+            "Started − scheduled instant (available instant for retries).",
+            ("tenant",),
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "duetime_run_duration_seconds",
+            "How long attempts executed (start to outcome).",
+            tt,
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.cluster = ClusterCollector()
+        r.register(self.cluster)
+
+    # --- recording ------------------------------------------------------------------------
+
+    def labels(self, tenant: str, task: str) -> tuple[str, str]:
+        return self._tenant(tenant), self._task(task)
+
+    def materialized(self, tenant: str, task: str, scheduled_for: datetime, now: datetime) -> None:
+        t, k = self.labels(tenant, task)
+        self.runs_materialized.labels(t, k).inc()
+        self.schedule_lag.labels(t).observe(max(0.0, (now - scheduled_for).total_seconds()))
+
+    def skipped(self, tenant: str, task: str, reason: str, count: int = 1) -> None:
+        t, k = self.labels(tenant, task)
+        self.runs_skipped.labels(t, k, reason or "unknown").inc(count)
+
+    def started(self, tenant: str, task: str, due_at: datetime, started_at: datetime) -> None:
+        t, k = self.labels(tenant, task)
+        self.runs_started.labels(t, k).inc()
+        self.fire_lag.labels(t).observe(max(0.0, (started_at - due_at).total_seconds()))
+
+    def attempt_ended(
+        self, tenant: str, task: str, outcome: str, duration: float | None = None
+    ) -> None:
+        t, k = self.labels(tenant, task)
+        self.attempts.labels(t, k, outcome).inc()
+        if duration is not None and duration >= 0:
+            self.duration.labels(t, k).observe(duration)
+
+    def run_ended(self, tenant: str, task: str, state: str, reason: str | None = None) -> None:
+        t, k = self.labels(tenant, task)
+        if state == "succeeded":
+            self.runs_succeeded.labels(t, k).inc()
+        elif state == "dead":
+            self.runs_dead.labels(t, k, reason or "unknown").inc()
+
+    # --- exposition -----------------------------------------------------------------------
+
+    async def refresh(self, source: StatsSource | None, *, max_age: float = 5.0) -> None:
+        """Re-read the cluster gauges through ``source`` if the last read is older than
+        ``max_age`` seconds. A failed read keeps the previous values (and is logged)."""
+        if source is not None:
+            await self.cluster.refresh(source, max_age=max_age)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    content_type = CONTENT_TYPE_LATEST
+
+
+class ClusterCollector(Collector):
+    """The cluster gauges, from the latest :class:`ClusterStats` read."""
+
+    def __init__(self) -> None:
+        self.stats: ClusterStats | None = None
+        self._read_at = 0.0
+        self._lock = asyncio.Lock()
+        self._tenant = _Bounded(MAX_TENANTS)
+
+    async def refresh(self, source: StatsSource, *, max_age: float) -> None:
+        async with self._lock:
+            if self.stats is not None and time.monotonic() - self._read_at < max_age:
+                return
+            try:
+                self.stats = await source()
+                self._read_at = time.monotonic()
+            except Exception as exc:
+                log.warning("reading the cluster gauges failed: %s", exc)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.stats
+        if stats is None:
+            return
+        due = GaugeMetricFamily(
+            "duetime_runs_due", "Runs due but not started, per tenant.", labels=["tenant"]
+        )
+        oldest = GaugeMetricFamily(
+            "duetime_runs_due_oldest_age_seconds",
+            "Age of the oldest due-but-not-started run, per tenant.",
+            labels=["tenant"],
+        )
+        running = GaugeMetricFamily(
+            "duetime_runs_running", "Runs executing, per tenant.", labels=["tenant"]
+        )
+        dead = GaugeMetricFamily(
+            "duetime_dead_letters",
+            "Dead runs (dead-letter queue size), per tenant.",
+            labels=["tenant"],
+        )
+        folded: dict[str, list[float]] = {}
+        for counts in stats.tenants:
+            tenant = self._tenant(counts.tenant)
+            values = folded.setdefault(tenant, [0, 0, 0, 0])
+            values[0] += counts.due
+            values[1] = max(values[1], stats.oldest_due_age(counts.tenant))
+            values[2] += counts.running
+            values[3] += counts.dead
+        for tenant, (n_due, age, n_running, n_dead) in sorted(folded.items()):
+            due.add_metric([tenant], n_due)
+            oldest.add_metric([tenant], age)
+            running.add_metric([tenant], n_running)
+            dead.add_metric([tenant], n_dead)
+        yield from (due, oldest, running, dead)
+        yield GaugeMetricFamily(
+            "duetime_runs_due_oldest_age_max_seconds",
+            "Age of the oldest due-but-not-started run of any tenant.",
+            value=stats.oldest_due_age(),
+        )
+        yield GaugeMetricFamily(
+            "duetime_leases_expired",
+            "Running runs whose lease expired, not yet reaped.",
+            value=stats.expired_leases,
+        )
+        yield GaugeMetricFamily(
+            "duetime_jobs_overdue",
+            "Active jobs whose next occurrence passed and is not materialized yet.",
+            value=stats.overdue_jobs,
+        )
+        overdue_age = (
+            0.0
+            if stats.oldest_overdue_at is None
+            else max(0.0, (stats.now - stats.oldest_overdue_at).total_seconds())
+        )
+        yield GaugeMetricFamily(
+            "duetime_jobs_overdue_oldest_age_seconds",
+            "How late the most overdue job's materialization is.",
+            value=overdue_age,
+        )
+        yield GaugeMetricFamily(
+            "duetime_workers_live", "Workers that heartbeated recently.", value=len(stats.workers)
+        )
+        yield GaugeMetricFamily(
+            "duetime_nodes_live",
+            "duetime processes that heartbeated recently.",
+            value=len(stats.nodes),
+        )
+        yield GaugeMetricFamily(
+            "duetime_leader_term",
+            "The current leader's term (0: no leader).",
+            value=0 if stats.leader is None else stats.leader.term,
+        )
+        yield GaugeMetricFamily(
+            "duetime_leader_present",
+            "1 while a node holds an unexpired leadership.",
+            value=0 if stats.leader is None else 1,
+        )
+
+
+_default: Metrics | None = None
+
+
+def metrics() -> Metrics:
+    """The process-wide metrics (registered in prometheus_client's default registry)."""
+    global _default
+    if _default is None:
+        _default = Metrics(REGISTRY)
+    return _default
+
+
+class MetricsServer:
+    """``/metrics`` on its own port, for worker and scheduler processes (``--metrics-port``).
+    Serves until ``stop`` is set; ``port=0`` picks a free port (:attr:`port` tells which)."""
+
+    def __init__(
+        self,
+        source: StatsSource | None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9108,
+        registry: Metrics | None = None,
+        on_ready: Callable[[MetricsServer], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.host = host
+        self.port = port
+        self.metrics = registry or metrics()
+        self.on_ready = on_ready
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from aiohttp import web
+
+        async def handle(request: web.Request) -> web.Response:
+            await self.metrics.refresh(self.source)
+            return web.Response(
+                body=self.metrics.exposition(),
+                headers={"Content-Type": self.metrics.content_type},
+            )
+
+        app = web.Application()
+        app.router.add_get("/metrics", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        await site.start()
+        server: Any = site._server
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        log.info("metrics on %s", self.url)
+        if self.on_ready is not None:
+            self.on_ready(self)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()

@@ -1,0 +1,112 @@
+"""Overlap decisions at claim time: pure, shared by both stores.
+
+Runs whose job limits overlap carry an overlap key (``runs.concurrency_key``: ``job:<id>`` or
+``key:<concurrency key>``). The store locks the candidates and counts the running runs per key
+atomically (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock per key, then a fresh
+count), then asks :func:`decide` which candidates start, which are skipped, and which keys'
+running runs a ``replace`` cancels.
+
+- ``skip``: a run due while another of its key runs is skipped (reason ``overlap``). A manual
+  trigger waits instead: an operator's explicit act is not dropped.
+- ``allow``: up to ``max_concurrency`` at once (0 = no limit); the rest wait.
+- ``serialize``: one at a time, in order; the rest wait.
+- ``replace``: the running runs of the key are cancelled (token bumped: their writes change
+  nothing) and the new one starts.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from duetime._types import OverlapPolicy, RunTrigger
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    id: uuid.UUID
+    key: str
+    trigger: RunTrigger
+    policy: OverlapPolicy
+    max_concurrency: int
+    due: bool = True
+    """Already at its instant. A run claimed ahead is only reserved (one per key per claim);
+    its overlap is judged when it starts (:func:`decide_start`), when the runs before it have
+    had their chance to finish."""
+    tenant: str = ""
+    """For the tenant quotas of the claim's ``admit`` hook (store/_fairness.py)."""
+
+
+@dataclass(slots=True)
+class OverlapDecision:
+    claim: list[uuid.UUID] = field(default_factory=list)
+    skip: list[uuid.UUID] = field(default_factory=list)
+    replace_keys: set[str] = field(default_factory=set)
+
+
+def decide(
+    candidates: Sequence[Candidate],
+    running: Mapping[str, int],
+    capacity: int,
+    admit: Callable[[Candidate], bool] | None = None,
+) -> OverlapDecision:
+    """Walk ``candidates`` in claim order; ``running`` counts runs per key before this claim.
+
+    Only runs that really run (committed by an earlier claim) make a key busy: among runs of
+    one key due together (a catch-up), ``allow`` takes up to its limit and the other policies
+    take the first and let the rest wait for the next claim — none is skipped for a sibling.
+    ``admit`` (tenant quotas) is asked last, only about a run that would be claimed; False
+    leaves it waiting."""
+    decision = OverlapDecision()
+    taken: Counter[str] = Counter()
+    for c in candidates:
+        if len(decision.claim) >= capacity:
+            break
+        busy = running.get(c.key, 0)
+        replace = False
+        if c.policy is OverlapPolicy.ALLOW:
+            if c.max_concurrency and busy + taken[c.key] >= c.max_concurrency:
+                continue
+        elif taken[c.key]:
+            continue
+        elif not c.due:
+            pass  # reserved ahead; judged when it starts
+        elif c.policy is OverlapPolicy.REPLACE:
+            replace = busy > 0
+        elif busy:
+            if c.policy is OverlapPolicy.SKIP and c.trigger is not RunTrigger.MANUAL:
+                decision.skip.append(c.id)
+            continue
+        if admit is not None and not admit(c):
+            continue
+        if replace:
+            decision.replace_keys.add(c.key)
+        decision.claim.append(c.id)
+        taken[c.key] += 1
+    return decision
+
+
+class StartVerdict(enum.Enum):
+    START = "start"
+    SKIP = "skip"
+    DEFER = "defer"
+    REPLACE = "replace"
+    """Cancel the key's running runs, then start."""
+
+
+def decide_start(
+    policy: OverlapPolicy, trigger: RunTrigger, max_concurrency: int, running: int
+) -> StartVerdict:
+    """For a run claimed ahead, at its instant: ``running`` counts the key's started runs."""
+    if not running:
+        return StartVerdict.START
+    if policy is OverlapPolicy.REPLACE:
+        return StartVerdict.REPLACE
+    if policy is OverlapPolicy.SKIP and trigger is not RunTrigger.MANUAL:
+        return StartVerdict.SKIP
+    if policy is OverlapPolicy.ALLOW and (not max_concurrency or running < max_concurrency):
+        return StartVerdict.START
+    return StartVerdict.DEFER

@@ -1,0 +1,192 @@
+"""PostgreSQL: long-run writes (progress, checkpoints, cancel flags) and exactly-once
+transactions.
+
+An exactly-once attempt gets its own connection (outside the pool, so a long handler holding a
+transaction never starves the worker's claims and heartbeats) with a transaction open on it.
+The handler writes through savepoints (:meth:`PostgresExactlyOnceTx.block`); the worker then
+writes the attempt's fenced completion — the same ``runs_complete`` statement as the batched
+path — on that connection and commits. If the fenced write matches nothing, the attempt is
+stale: everything is rolled back, so its effect is never applied, and the stale attempt is
+recorded afterwards on a pool connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import psycopg
+from psycopg.rows import dict_row
+
+from duetime.store import _rows
+from duetime.store._rows import NativeCodec
+from duetime.store.base import (
+    ClaimedRun,
+    RunCheckpointParams,
+    RunCompletion,
+    RunProgressParams,
+    RunsCompleteParams,
+)
+
+log = logging.getLogger("duetime.store")
+
+CONNECT_TIMEOUT = 10
+
+
+def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, list[Any]]:
+    """The ``runs_complete`` statement's arrays, one element per completion."""
+    return {
+        "run_id": [c.run_id for c in cs],
+        "token": [c.token for c in cs],
+        "next_state": [str(c.next_state) for c in cs],
+        "available_at": [c.available_at for c in cs],
+        "reason": [c.reason for c in cs],
+        "error_class": [c.error_class for c in cs],
+        "error_message": [c.error_message for c in cs],
+        "worker_id": [c.worker_id for c in cs],
+        "number": [c.attempt for c in cs],
+        "claimed_at": [c.claimed_at for c in cs],
+        "started_at": [c.started_at for c in cs],
+        "outcome": [str(c.outcome) for c in cs],
+        "completes_job": [c.completes_job for c in cs],
+        "refund_attempt": [c.refund_attempt for c in cs],
+    }
+
+
+class _Host(Protocol):
+    """What the mixin needs from :class:`~duetime.store.postgres.store.PostgresStore`."""
+
+    url: str
+
+    def _read(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+    async def _all(
+        self, conn: psycopg.AsyncConnection[Any], name: str, /, **v: Any
+    ) -> list[Any]: ...
+
+    def _fixed_now(self, now: datetime | None) -> datetime | None: ...
+    async def runs_complete(self, params: RunsCompleteParams) -> list[bool]: ...
+
+
+class PostgresLongRuns:
+    """Mixed into PostgresStore: the long-run and exactly-once methods of the Store protocol."""
+
+    async def run_progress_set(self: _Host, params: RunProgressParams) -> bool:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn,
+                "run_progress_set",
+                id=params.run_id,
+                token=params.token,
+                fraction=params.fraction,
+                message=params.message,
+            )
+        return bool(rows)
+
+    async def run_checkpoint_set(self: _Host, params: RunCheckpointParams) -> bool:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn,
+                "run_checkpoint_set",
+                id=params.run_id,
+                token=params.token,
+                checkpoint=params.checkpoint,
+            )
+        return bool(rows)
+
+    async def runs_held(self: _Host, worker_id: str) -> list[ClaimedRun]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "runs_held", worker_id=worker_id)
+        return [_rows.claimed_from_row(r, NativeCodec()) for r in rows]
+
+    async def runs_cancel_requested(
+        self: _Host, runs: Sequence[tuple[uuid.UUID, int]]
+    ) -> set[uuid.UUID]:
+        if not runs:
+            return set()
+        async with self._read() as conn:
+            rows = await self._all(
+                conn,
+                "runs_cancel_requested",
+                ids=[r[0] for r in runs],
+                tokens=[r[1] for r in runs],
+            )
+        return {r["id"] for r in rows}
+
+    async def exactly_once_begin(self: _Host) -> PostgresExactlyOnceTx:
+        conn = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
+        )
+        try:
+            await conn.execute("BEGIN")
+        except BaseException:
+            await conn.close()
+            raise
+        return PostgresExactlyOnceTx(self, conn)
+
+
+class PostgresExactlyOnceTx:
+    """One exactly-once attempt's transaction (see the module docstring)."""
+
+    def __init__(self, store: _Host, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._store = store
+        self._conn = conn
+        self._ended = False
+
+    @property
+    def connection(self) -> psycopg.AsyncConnection[Any]:
+        return self._conn
+
+    @contextlib.asynccontextmanager
+    async def block(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._ended:
+            raise RuntimeError("this exactly-once transaction has already ended")
+        # inside the open transaction psycopg makes this a savepoint
+        async with self._conn.transaction():
+            yield self._conn
+
+    async def complete(self, completion: RunCompletion) -> bool:
+        if self._ended:
+            raise RuntimeError("this exactly-once transaction has already ended")
+        self._ended = True
+        try:
+            rows = await self._store._all(
+                self._conn,
+                "runs_complete",
+                now=self._store._fixed_now(None),
+                **completion_columns([completion]),
+            )
+            applied = bool(rows) and bool(rows[0]["applied"])
+            if applied:
+                cursor = await self._conn.execute("COMMIT")
+                if cursor.statusmessage != "COMMIT":  # an aborted transaction "commits" as ROLLBACK
+                    raise psycopg.OperationalError(
+                        f"exactly-once transaction did not commit ({cursor.statusmessage})"
+                    )
+        finally:
+            if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                await self._quiet(self._conn.execute("ROLLBACK"))
+            await self._quiet(self._conn.close())
+        if not applied:
+            # the fenced write matched nothing: the effect was rolled back with it; record the
+            # attempt as stale like the batched path does
+            await self._store.runs_complete(RunsCompleteParams([completion]))
+        return applied
+
+    async def rollback(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if not self._conn.closed:
+            await self._quiet(self._conn.execute("ROLLBACK"))
+        await self._quiet(self._conn.close())
+
+    @staticmethod
+    async def _quiet(awaitable: Any) -> None:
+        try:
+            await awaitable
+        except Exception as exc:  # the connection may be gone; closing it is what matters
+            log.debug("exactly-once transaction cleanup: %s", exc)

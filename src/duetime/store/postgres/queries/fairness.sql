@@ -1,0 +1,215 @@
+-- The fair claim and tenant quotas (docs/fairness.md, store/_fairness.py).
+--
+-- Both claim queries walk the (tenant, queue, priority) groups of scheduled runs with a skip
+-- scan over runs_fair (one index probe per group) and read each group's oldest runs in
+-- available_at order (an index range scan, LIMIT n): within a group, effective priority never
+-- grows with available_at, so a tenant's best n runs are among them. The job's status is a
+-- scalar subquery, evaluated per row read, so the planner keeps the ordered index scan.
+
+-- name: runs_claim_fair
+-- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
+-- rounds already had), effective priority,
+-- available_at, id; claim the runs no quota or overlap key limits. Runs of limited tenants and
+-- runs with an overlap key keep their place in the order but are left to the locked step
+-- (`deferred` counts them; it comes with every claimed row). With `only_fast` those are left
+-- out altogether: the claim fills what the locked step left of the batch.
+WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+groups AS (
+    (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
+     ORDER BY tenant, queue, priority LIMIT 1)
+    UNION ALL
+    SELECT n.tenant, n.queue, n.priority FROM groups g, LATERAL (
+        SELECT tenant, queue, priority FROM runs
+        WHERE state = 'scheduled' AND (tenant, queue, priority) > (g.tenant, g.queue, g.priority)
+        ORDER BY tenant, queue, priority LIMIT 1
+    ) n
+),
+gf AS (
+    SELECT * FROM groups
+    WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
+      AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
+),
+g AS (
+    -- a tenant's runs in flight count as rounds it already had (only worth counting when
+    -- several tenants compete)
+    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
+           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
+               AS limited,
+           CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
+                THEN (SELECT count(*) FROM runs
+                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                ELSE 0 END AS running
+    FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
+),
+cand AS (
+    SELECT c.id, c.tenant, c.available_at, g.weight, g.running,
+           c.concurrency_key IS NULL AND NOT g.limited AS fast,
+           CASE WHEN %(aging_us)s::bigint > 0
+                THEN c.priority::bigint * %(aging_us)s::bigint + least(greatest(
+                         (extract(epoch FROM t.now - c.available_at) * 1000000)::bigint, 0),
+                         greatest((%(aging_cap)s::bigint - c.priority) * %(aging_us)s::bigint, 0))
+                ELSE c.priority::bigint END AS eff
+    FROM g CROSS JOIN t
+    CROSS JOIN LATERAL (
+        SELECT runs.id, runs.tenant, runs.priority, runs.available_at, runs.concurrency_key
+        FROM runs
+        WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
+          AND runs.priority = g.priority
+          AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
+          AND runs.task = ANY(%(tasks)s::text[])
+          AND (NOT %(only_fast)s::bool OR runs.concurrency_key IS NULL)
+          AND (SELECT jobs.status IN ('active', 'completed')
+                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
+               FROM jobs WHERE jobs.id = runs.job_id)
+        ORDER BY runs.available_at
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
+    ) c
+    WHERE NOT (%(only_fast)s::bool AND g.limited)
+),
+ranked AS (
+    SELECT cand.*,
+           row_number() OVER (PARTITION BY tenant ORDER BY eff DESC, available_at, id) AS rnk
+    FROM cand
+),
+picked AS (
+    SELECT id, fast FROM ranked
+    ORDER BY (running + rnk - 1)::float8 / weight, eff DESC, available_at, id
+    LIMIT %(limit)s
+)
+UPDATE runs r SET
+    state = 'running', token = r.token + 1, attempt = r.attempt + 1,
+    lease_owner = %(worker_id)s, lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s),
+    claimed_at = t.now, finished_at = NULL,
+    started_at = CASE WHEN r.available_at <= t.now THEN t.now ELSE NULL END
+FROM picked, t
+WHERE r.id = picked.id AND picked.fast
+RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred;
+
+-- name: runs_claim_locked_candidates
+-- The locked step's candidates, locked (SKIP LOCKED): every run of a limited tenant, and the
+-- runs with an overlap key of the others (through runs_keyed_ready). The store orders them
+-- (store/_fairness.py), takes the advisory locks of their tenants and keys, counts, decides.
+WITH RECURSIVE groups AS (
+    (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
+     ORDER BY tenant, queue, priority LIMIT 1)
+    UNION ALL
+    SELECT n.tenant, n.queue, n.priority FROM groups g, LATERAL (
+        SELECT tenant, queue, priority FROM runs
+        WHERE state = 'scheduled' AND (tenant, queue, priority) > (g.tenant, g.queue, g.priority)
+        ORDER BY tenant, queue, priority LIMIT 1
+    ) n
+),
+gf AS (
+    SELECT * FROM groups
+    WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
+      AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
+),
+g AS (
+    -- a tenant's runs in flight count as rounds it already had (only worth counting when
+    -- several tenants compete)
+    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
+           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
+               AS limited,
+           CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
+                THEN (SELECT count(*) FROM runs
+                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                ELSE 0 END AS running
+    FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
+),
+cand AS (
+    SELECT c.*, g.weight, g.limited, g.running FROM g CROSS JOIN LATERAL (
+        SELECT runs.id, runs.job_id, runs.tenant, runs.priority, runs.available_at,
+               runs.concurrency_key, runs.trigger
+        FROM runs
+        WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
+          AND runs.priority = g.priority
+          AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
+          AND runs.task = ANY(%(tasks)s::text[])
+          AND (SELECT jobs.status IN ('active', 'completed')
+                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
+               FROM jobs WHERE jobs.id = runs.job_id)
+        ORDER BY runs.available_at
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
+    ) c
+    WHERE g.limited
+    UNION ALL
+    SELECT c.*, g.weight, g.limited, g.running FROM g CROSS JOIN LATERAL (
+        SELECT runs.id, runs.job_id, runs.tenant, runs.priority, runs.available_at,
+               runs.concurrency_key, runs.trigger
+        FROM runs
+        WHERE runs.state = 'scheduled' AND runs.concurrency_key IS NOT NULL
+          AND runs.tenant = g.tenant AND runs.queue = g.queue AND runs.priority = g.priority
+          AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
+          AND runs.task = ANY(%(tasks)s::text[])
+          AND (SELECT jobs.status IN ('active', 'completed')
+                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
+               FROM jobs WHERE jobs.id = runs.job_id)
+        ORDER BY runs.available_at
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
+    ) c
+    WHERE NOT g.limited
+)
+SELECT cand.*, jobs.overlap_policy, jobs.max_concurrency
+FROM cand JOIN jobs ON jobs.id = cand.job_id;
+
+-- name: tenant_quotas
+-- Under the tenants' advisory locks: their limits, start buckets and runs in flight.
+SELECT t.id, t.max_in_flight, t.max_starts_per_second, t.bucket_tokens, t.bucket_at,
+       (SELECT count(*) FROM runs WHERE runs.state = 'running' AND runs.tenant = t.id)
+           AS running
+FROM tenants t
+WHERE t.id = ANY(%(tenants)s::text[]);
+
+-- name: tenant_buckets_set
+UPDATE tenants t SET bucket_tokens = i.tokens,
+    bucket_at = greatest(coalesce(t.bucket_at, %(now)s), %(now)s)
+FROM unnest(%(tenants)s::text[], %(tokens)s::float8[]) AS i(id, tokens)
+WHERE t.id = i.id;
+
+-- name: tenant_limits_upsert
+-- Fields passed as NULL keep their value; 0 removes a limit (stored as NULL).
+INSERT INTO tenants (id, webhook_secret, max_in_flight, max_starts_per_second, weight, created_at)
+VALUES (
+    %(tenant)s, %(secret)s, nullif(%(max_in_flight)s::int, 0),
+    nullif(%(max_starts_per_second)s::float8, 0), coalesce(%(weight)s::int, 1),
+    coalesce(%(now)s::timestamptz, clock_timestamp())
+)
+ON CONFLICT (id) DO UPDATE SET
+    max_in_flight = CASE WHEN %(max_in_flight)s::int IS NULL THEN tenants.max_in_flight
+                         ELSE nullif(%(max_in_flight)s::int, 0) END,
+    max_starts_per_second = CASE
+        WHEN %(max_starts_per_second)s::float8 IS NULL THEN tenants.max_starts_per_second
+        ELSE nullif(%(max_starts_per_second)s::float8, 0) END,
+    weight = coalesce(%(weight)s::int, tenants.weight)
+RETURNING id, max_in_flight, max_starts_per_second, weight;
+
+-- name: tenant_limits_get
+SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants WHERE id = %(tenant)s;
+
+-- name: tenant_limits_list
+SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants ORDER BY id;
+
+-- name: tenant_stats
+-- Due and in-flight runs per tenant and queue (runs_fair and runs_leases), with the clock.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+due AS (
+    SELECT tenant, queue, count(*) AS due, min(available_at) AS oldest
+    FROM runs, t WHERE state = 'scheduled' AND available_at <= t.now
+    GROUP BY tenant, queue
+),
+running AS (
+    SELECT tenant, queue, count(*) AS in_flight FROM runs WHERE state = 'running'
+    GROUP BY tenant, queue
+)
+SELECT coalesce(d.tenant, r.tenant) AS tenant, coalesce(d.queue, r.queue) AS queue,
+       coalesce(d.due, 0) AS due, d.oldest, coalesce(r.in_flight, 0) AS in_flight, t.now
+FROM due d FULL JOIN running r ON r.tenant = d.tenant AND r.queue = d.queue CROSS JOIN t
+ORDER BY 1, 2;
+
+-- name: tenant_quota_states
+-- Every tenant with a limit (for tenant_stats): limits and start bucket.
+SELECT id, max_in_flight, max_starts_per_second, bucket_tokens, bucket_at FROM tenants
+WHERE max_in_flight IS NOT NULL OR max_starts_per_second IS NOT NULL;

@@ -1,0 +1,17 @@
+-- Long runs (progress, checkpoints, cooperative cancel); every write fenced by (id, token).
+
+-- name: run_progress_set
+UPDATE runs SET progress = :fraction, progress_message = :message
+WHERE id = :id AND token = :token AND state = 'running';
+
+-- name: run_checkpoint_set
+UPDATE runs SET checkpoint = :checkpoint
+WHERE id = :id AND token = :token AND state = 'running';
+
+-- name: run_cancel_requested
+SELECT id FROM runs
+WHERE id = :id AND token = :token AND state = 'running' AND cancel_requested;
+
+-- name: runs_held
+-- Runs a worker holds: after a claim whose answer was lost, it adopts those it does not know.
+SELECT * FROM runs WHERE state = 'running' AND lease_owner = :worker_id;

@@ -1,0 +1,563 @@
+"""HTTP webhook targets: validating ``{"type": "http", …}`` and executing a run as a request.
+
+A job whose target is ``{"type": "http", "url": …}`` runs under the built-in task name
+``duetime.http``; the worker hands such runs to :class:`HttpExecutor`, which sends the run's
+payload as JSON through one shared connection pool per worker. Outcomes:
+
+- 2xx: success.
+- 408, 429, 5xx, connection errors and timeouts: retryable (``Retry-After`` is honoured).
+- other 4xx, and every 3xx (redirects are never followed): permanent, the run goes dead.
+
+Every request is signed (``Duetime-Signature: v1=<hex hmac-sha256(secret, "<ts>.<body>")>``)
+with the tenant's secret; ``Idempotency-Key`` is the run id, the same on every attempt.
+
+Where requests may go is decided by :class:`HostPolicy` (``http_allow_hosts``): public
+addresses by default, loopback and private ranges only when listed, link-local (cloud metadata)
+never. Host names are resolved and every address checked at request time, by the connection
+pool's own resolver, so the checked addresses are the ones connected to (DNS rebinding).
+
+aiohttp is imported only when a worker first sends a request, so validating targets at
+registration stays cheap.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import hmac
+import ipaddress
+import math
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from duetime import _json
+from duetime.errors import Permanent, RetryLater, ValidationError
+from duetime.targets.context import RunContext
+
+if TYPE_CHECKING:
+    import aiohttp
+
+HTTP_TASK = "duetime.http"
+"""The built-in task name every HTTP-target job runs under (every worker serves it)."""
+
+METHODS = ("POST", "PUT", "PATCH", "GET", "DELETE")
+DEFAULT_METHOD = "POST"
+DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 3600.0
+MAX_HEADERS = 50
+MAX_URL = 2048
+MAX_RETRY_AFTER = 86_400.0
+"""A ``Retry-After`` longer than a day is clamped to a day."""
+EXCERPT = 200
+"""How many characters of a refused response's body go into the error message."""
+
+RESERVED_HEADERS = frozenset(
+    {
+        "idempotency-key",
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+    }
+)
+"""Headers a target may not set (``Duetime-*`` is reserved too): duetime sets them, or they
+belong to the transport."""
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_ALLOWED_KEYS = frozenset({"type", "url", "method", "headers", "timeout"})
+_LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+# --- validation at registration ---------------------------------------------------------------
+
+
+def validate_target(target: object) -> dict[str, Any]:
+    """Check a target and return it normalized (defaults filled in). Raises ValidationError
+    naming the field (``target.url``, ``target.method`` …)."""
+    if not isinstance(target, dict):
+        raise ValidationError("target", 'must be an object such as {"type": "http", "url": …}')
+    kind = target.get("type")
+    if kind != "http":
+        raise ValidationError("target.type", f"unknown target type {kind!r} (known: 'http')")
+    unknown = sorted(str(k) for k in target if k not in _ALLOWED_KEYS)
+    if unknown:
+        raise ValidationError(
+            f"target.{unknown[0]}",
+            f"unknown field (an http target takes {', '.join(sorted(_ALLOWED_KEYS))})",
+        )
+    url = _validate_url(target.get("url"))
+    method = target.get("method", DEFAULT_METHOD)
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise ValidationError("target.method", f"must be one of {', '.join(METHODS)}")
+    timeout = target.get("timeout", DEFAULT_TIMEOUT)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise ValidationError(
+            "target.timeout", f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}"
+        )
+    return {
+        "type": "http",
+        "url": url,
+        "method": method.upper(),
+        "headers": _validate_headers(target.get("headers")),
+        "timeout": float(timeout),
+    }
+
+
+def _validate_url(url: object) -> str:
+    if not isinstance(url, str) or not url:
+        raise ValidationError("target.url", "must be an http:// or https:// URL")
+    if len(url) > MAX_URL:
+        raise ValidationError("target.url", f"must be at most {MAX_URL} characters")
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise ValidationError("target.url", "must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValidationError("target.url", f"is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValidationError(
+            "target.url", f"scheme must be http or https, got {parts.scheme or 'none'!r}"
+        )
+    if not parts.hostname:
+        raise ValidationError("target.url", "has no host")
+    if parts.username is not None or parts.password is not None:
+        raise ValidationError(
+            "target.url", "must not carry credentials; send them in target.headers"
+        )
+    if port == 0:
+        raise ValidationError("target.url", "port must be 1-65535")
+    address = _literal_ip(parts.hostname)
+    if address is not None and _is_link_local(address):
+        raise ValidationError(
+            "target.url",
+            f"{address} is a link-local address (cloud metadata); duetime never sends there",
+        )
+    return url
+
+
+def _validate_headers(headers: object) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise ValidationError("target.headers", "must be an object of header names to strings")
+    if len(headers) > MAX_HEADERS:
+        raise ValidationError("target.headers", f"at most {MAX_HEADERS} headers")
+    seen: set[str] = set()
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValidationError("target.headers", f"{name!r} is not a valid header name")
+        lower = name.lower()
+        if lower in RESERVED_HEADERS or lower.startswith("duetime-"):
+            raise ValidationError(
+                "target.headers", f"{name!r} is reserved: duetime sets it (or the transport)"
+            )
+        if lower in seen:
+            raise ValidationError("target.headers", f"{name!r} is given twice")
+        seen.add(lower)
+        if not isinstance(value, str):
+            raise ValidationError("target.headers", f"the value of {name!r} must be a string")
+        if len(value) > 8192 or any(c in value for c in "\r\n\0"):
+            raise ValidationError(
+                "target.headers",
+                f"the value of {name!r} must be at most 8192 characters with no line breaks",
+            )
+    return dict(headers)
+
+
+# --- the host allow-list ----------------------------------------------------------------------
+
+
+def _literal_ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _unwrap(address: IPAddress) -> IPAddress:
+    """The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, else the address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def _is_link_local(address: IPAddress) -> bool:
+    address = _unwrap(address)
+    return any(address.version == n.version and address in n for n in _LINK_LOCAL)
+
+
+def _is_public(address: IPAddress) -> bool:
+    address = _unwrap(address)
+    return address.is_global and not address.is_multicast
+
+
+class HostRefused(Permanent):
+    """The allow-list refuses the URL's host (or one of its addresses): nothing was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """Where webhook requests may go, from ``http_allow_hosts`` (comma-separated).
+
+    Entries: IP addresses or CIDR ranges (``127.0.0.1``, ``10.0.0.0/8``), host names
+    (``hooks.internal``, or ``*.internal`` for its subdomains) and ``public``. Empty means
+    ``public``: any public address. With entries, only what they list is allowed (add
+    ``public`` to keep public addresses allowed too). A listed host name may resolve to any
+    address but link-local; other names must resolve to listed or (with ``public``) public
+    addresses only. Link-local addresses (169.254.0.0/16, fe80::/10 — cloud metadata) are
+    refused whatever is listed.
+    """
+
+    networks: tuple[IPNetwork, ...] = ()
+    names: tuple[str, ...] = ()
+    public: bool = True
+
+    @classmethod
+    def parse(cls, text: str | Iterable[str] | None) -> HostPolicy:
+        entries = text.split(",") if isinstance(text, str) else list(text or ())
+        entries = [e.strip() for e in entries if e and e.strip()]
+        if not entries:
+            return cls()
+        networks: list[IPNetwork] = []
+        names: list[str] = []
+        public = False
+        for entry in entries:
+            if entry.lower() == "public":
+                public = True
+                continue
+            try:
+                networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+                continue
+            except ValueError:
+                pass
+            name = entry.lower().rstrip(".")
+            bare = name[2:] if name.startswith("*.") else name
+            if not bare or not all(re.fullmatch(r"[a-z0-9_-]{1,63}", p) for p in bare.split(".")):
+                raise ValidationError(
+                    "http_allow_hosts",
+                    f"{entry!r} is not an IP address, CIDR range, host name or 'public'",
+                )
+            names.append(name)
+        return cls(tuple(networks), tuple(names), public)
+
+    def name_listed(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        for name in self.names:
+            if name.startswith("*."):
+                if host.endswith(name[1:]) and host != name[2:]:
+                    return True
+            elif host == name:
+                return True
+        return False
+
+    def refusal(self, address: IPAddress, *, name_listed: bool = False) -> str | None:
+        """Why ``address`` is refused, or None when requests may go there."""
+        if _is_link_local(address):
+            return f"{address} is link-local (cloud metadata); never allowed"
+        if name_listed:
+            return None
+        plain = _unwrap(address)
+        if any(plain.version == n.version and plain in n for n in self.networks):
+            return None
+        if self.public and _is_public(address):
+            return None
+        if self.public:
+            return (
+                f"{address} is not a public address; list it in http_allow_hosts "
+                "(DUETIME_HTTP_ALLOW_HOSTS) to allow it"
+            )
+        return f"{address} is not in http_allow_hosts (DUETIME_HTTP_ALLOW_HOSTS)"
+
+    def check_addresses(self, host: str, addresses: Iterable[str]) -> None:
+        """Raise HostRefused unless every address ``host`` resolved to is allowed."""
+        listed = self.name_listed(host)
+        for text in addresses:
+            address = _literal_ip(text)
+            if address is None:  # pragma: no cover - resolvers return IP addresses
+                raise HostRefused(f"{host} resolved to {text!r}, which is not an IP address")
+            reason = self.refusal(address, name_listed=listed)
+            if reason is not None:
+                raise HostRefused(f"refused to send to {host}: {reason}")
+
+
+class _CheckingResolver:
+    """An aiohttp resolver that refuses hosts whose addresses the policy does not allow, so
+    the addresses connected to are exactly the checked ones."""
+
+    def __init__(self, policy: HostPolicy, inner: Any) -> None:
+        self.policy = policy
+        self.inner = inner
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> Any:
+        results = await self.inner.resolve(host, port, family)
+        self.policy.check_addresses(host, [r["host"] for r in results])
+        return results
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+# --- execution --------------------------------------------------------------------------------
+
+
+class WebhookFailed(Exception):
+    """A retryable failure: 408, 429 or 5xx without ``Retry-After``, a connection error."""
+
+
+class WebhookTimeout(TimeoutError):
+    """The request did not complete within the target's timeout (retryable)."""
+
+
+class WebhookRetryLater(RetryLater):
+    """A retryable status with ``Retry-After``: retried after that delay."""
+
+
+class WebhookRejected(Permanent):
+    """A 3xx (redirects are not followed) or a 4xx other than 408/429: the run goes dead."""
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The ``Duetime-Signature`` header value: ``v1=<hex hmac-sha256(secret, "<ts>.<body>")>``."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"v1={mac.hexdigest()}"
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` value (delta-seconds or an HTTP date), clamped to
+    0..MAX_RETRY_AFTER; None when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    return min(max(delta, 0.0), MAX_RETRY_AFTER)
+
+
+def _instant(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _where(method: str, url: str) -> str:
+    """``POST https://host/path`` for messages: no query string or fragment (may hold secrets)."""
+    parts = urlsplit(url)
+    return f"{method} {parts.scheme}://{parts.netloc}{parts.path or '/'}"
+
+
+def _excerpt(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace").strip()
+    text = " ".join(text.split())
+    return text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")
+
+
+def _user_agent() -> str:
+    try:
+        return f"duetime/{metadata.version('duetime')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "duetime"
+
+
+SecretLookup = Callable[[str], Awaitable[str]]
+
+
+class HttpExecutor:
+    """Sends runs with HTTP targets. One per worker: one connection pool (at least
+    ``concurrency`` connections), the tenants' secrets cached. Use from one event loop;
+    :meth:`close` when the worker stops."""
+
+    def __init__(
+        self, *, secret_for: SecretLookup, policy: HostPolicy, concurrency: int = 10
+    ) -> None:
+        self.secret_for = secret_for
+        self.policy = policy
+        self.limit = max(concurrency, 1)
+        self._session: aiohttp.ClientSession | None = None
+        self._secrets: dict[str, str] = {}
+        self._user_agent = _user_agent()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            import aiohttp
+            from aiohttp.resolver import DefaultResolver
+
+            connector = aiohttp.TCPConnector(
+                limit=self.limit,
+                limit_per_host=0,
+                resolver=_CheckingResolver(self.policy, DefaultResolver()),  # type: ignore[arg-type]
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=False,  # a proxy would connect where the allow-list cannot see
+                auto_decompress=True,
+                headers={"User-Agent": self._user_agent},
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def _secret(self, tenant: str) -> str:
+        secret = self._secrets.get(tenant)
+        if secret is None:
+            secret = await self.secret_for(tenant)
+            self._secrets[tenant] = secret
+        return secret
+
+    async def execute(self, ctx: RunContext, target: dict[str, Any]) -> None:
+        """Send one attempt of a run. Returns on 2xx; raises WebhookFailed, WebhookTimeout or
+        WebhookRetryLater (retryable), WebhookRejected or HostRefused (permanent)."""
+        import aiohttp
+
+        try:
+            target = validate_target(target)
+        except ValidationError as exc:
+            raise WebhookRejected(f"the run's target is not valid: {exc}") from None
+        url = str(target["url"])
+        method = str(target.get("method", DEFAULT_METHOD))
+        timeout = float(target.get("timeout", DEFAULT_TIMEOUT))
+        where = _where(method, url)
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise WebhookRejected(f"{where}: not an http(s) URL")
+        literal = _literal_ip(parts.hostname)
+        if literal is not None:  # aiohttp skips the resolver for IP addresses
+            reason = self.policy.refusal(literal)
+            if reason is not None:
+                raise HostRefused(f"refused to send to {parts.hostname}: {reason}")
+
+        body = _json.dumps(ctx.payload).encode()
+        timestamp = int(time.time())
+        headers = dict(target.get("headers") or {})
+        headers.update(
+            {
+                "Content-Type": "application/json",
+                "Idempotency-Key": str(ctx.run_id),
+                "Duetime-Run-Id": str(ctx.run_id),
+                "Duetime-Fencing-Token": str(ctx.token),
+                "Duetime-Scheduled-For": _instant(ctx.scheduled_for),
+                "Duetime-Attempt": str(ctx.attempt),
+                "Duetime-Timestamp": str(timestamp),
+                "Duetime-Signature": sign(await self._secret(ctx.tenant), timestamp, body),
+            }
+        )
+        session = self._get_session()
+        try:
+            async with session.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                status = response.status
+                if 200 <= status < 300:
+                    await response.read()  # so the connection goes back to the pool
+                    return
+                excerpt = _excerpt(await response.content.read(EXCERPT * 4))
+                retry_after = response.headers.get("Retry-After")
+                location = response.headers.get("Location")
+        except HostRefused:
+            raise
+        except TimeoutError:
+            raise WebhookTimeout(f"{where} timed out after {timeout:g}s") from None
+        except aiohttp.ClientError as exc:
+            refused = _refusal_in(exc)
+            if refused is not None:
+                raise refused from None
+            raise WebhookFailed(f"{where} failed: {type(exc).__name__}: {exc}") from None
+        _raise_for_status(where, status, excerpt, retry_after, location)
+
+    async def __aenter__(self) -> HttpExecutor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _refusal_in(exc: BaseException) -> HostRefused | None:
+    """The HostRefused raised by our resolver, if aiohttp wrapped it in a connection error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, HostRefused):
+            return current
+        inner = getattr(current, "os_error", None)
+        if isinstance(inner, HostRefused):
+            return inner
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _raise_for_status(
+    where: str, status: int, excerpt: str, retry_after: str | None, location: str | None
+) -> None:
+    detail = f"{where} returned {status}" + (f": {excerpt}" if excerpt else "")
+    if status == 408 or status == 429 or status >= 500:
+        delay = retry_after_seconds(retry_after)
+        if delay is not None:
+            raise WebhookRetryLater(f"{detail} (Retry-After {delay:g}s)", delay=delay)
+        raise WebhookFailed(detail)
+    if 300 <= status < 400:
+        moved = ""
+        if location:  # without its query string, which may carry a token
+            parts = urlsplit(location[:MAX_URL])
+            moved = f" to {parts.scheme + '://' if parts.scheme else ''}{parts.netloc}{parts.path}"
+            moved = moved[: EXCERPT + 4]
+        raise WebhookRejected(
+            f"{where} returned {status} (a redirect{moved}); redirects are not followed: "
+            "point the target at the final URL"
+        )
+    raise WebhookRejected(detail)
+
+
+__all__ = [
+    "HTTP_TASK",
+    "HostPolicy",
+    "HostRefused",
+    "HttpExecutor",
+    "WebhookFailed",
+    "WebhookRejected",
+    "WebhookRetryLater",
+    "WebhookTimeout",
+    "retry_after_seconds",
+    "sign",
+    "validate_target",
+]

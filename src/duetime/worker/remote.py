@@ -1,0 +1,251 @@
+"""The remote-worker protocol: workers in any language claim, heartbeat and complete runs over
+HTTP (the REST API's ``/api/v1/worker/…`` endpoints call this).
+
+The rules are the in-process worker's: a claim is one atomic statement (only due runs, only
+the caller's tenant, only the tasks it names); a heartbeat extends the leases it still holds;
+a completion is fenced by the attempt's token, and the retry decision is
+:mod:`duetime.worker.retry`'s, made here from the run's own retry policy. A completion whose
+token no longer holds the run changes nothing: it raises :class:`~duetime.errors.Conflict`
+(after recording the attempt ``stale`` when its lease had been taken over).
+
+A remote worker's id is namespaced by its tenant (``tenant/worker_id``) as the lease owner and
+in the workers table, so two tenants may use the same worker ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from duetime._config import Settings
+from duetime._types import AttemptOutcome, Run, RunState, RunTrigger, WorkerInfo
+from duetime.errors import Conflict, NotFound, Permanent, RetryLater
+from duetime.metrics import metrics
+from duetime.store.base import (
+    ClaimedRun,
+    RunCompletion,
+    RunsClaimParams,
+    RunsCompleteParams,
+    RunsHeartbeatParams,
+    Store,
+)
+from duetime.worker.retry import after_failure, after_success
+
+REMOTE_HOST = "remote"
+
+
+class RemoteFailure(Exception):
+    """A remote worker reported a retryable failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """``kept``: leases extended. ``cancel_requested``: the run was cancelled by an operator —
+    stop working on it (its completion would be refused). ``lost``: the lease is gone (expired
+    and reaped, or taken by another worker) — stop, the run is someone else's now."""
+
+    kept: list[uuid.UUID]
+    lost: list[uuid.UUID]
+    cancel_requested: list[uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteOutcome:
+    """What a remote worker reports about its attempt."""
+
+    run_id: uuid.UUID
+    token: int
+    outcome: Literal["succeeded", "failed"]
+    error_class: str | None = None
+    error_message: str | None = None
+    retryable: bool = True
+    """False: a permanent failure — the run goes dead at once."""
+    retry_after: float | None = None
+    """Seconds before the retry (instead of the job's backoff); counts as an attempt."""
+
+
+class RemoteWorkers:
+    """The protocol for one tenant, over a store."""
+
+    def __init__(self, store: Store, settings: Settings, tenant: str) -> None:
+        self.store = store
+        self.settings = settings
+        self.tenant = tenant
+
+    def owner(self, worker_id: str) -> str:
+        """The lease owner / workers-table id of a remote worker of this tenant."""
+        return f"{self.tenant}/{worker_id}"
+
+    async def claim(
+        self, worker_id: str, tasks: Sequence[str], *, limit: int, lease_ttl: float
+    ) -> list[ClaimedRun]:
+        """Record the worker and its task names, then claim up to ``limit`` due runs of those
+        tasks in this tenant, each leased for ``lease_ttl`` seconds (all started at once: a
+        remote worker is never handed a run ahead of its instant)."""
+        owner = self.owner(worker_id)
+        now = await self.store.db_now()
+        await self.store.worker_register(
+            WorkerInfo(
+                id=owner,
+                host=REMOTE_HOST,
+                pid=0,
+                tasks=tuple(dict.fromkeys(tasks)),
+                queues=("default",),
+                started_at=now,
+                heartbeat_at=now,
+            )
+        )
+        claimed = await self.store.runs_claim(
+            RunsClaimParams(
+                worker_id=owner,
+                tasks=list(dict.fromkeys(tasks)),
+                limit=limit,
+                lease_ttl=lease_ttl,
+                lookahead=0.0,
+                tenant=self.tenant,
+                priority_aging=self.settings.priority_aging,
+                priority_aging_cap=self.settings.priority_aging_cap,
+            )
+        )
+        for item in claimed:  # started when claimed: their fire lag is known now
+            run = item.run
+            due = run.scheduled_for if run.attempt <= 1 else run.available_at
+            metrics().started(run.tenant, run.task, due, run.started_at or now)
+        return claimed
+
+    async def heartbeat(
+        self, worker_id: str, runs: Sequence[tuple[uuid.UUID, int]], *, lease_ttl: float
+    ) -> HeartbeatResult:
+        owner = self.owner(worker_id)
+        await self.store.worker_heartbeat(owner)
+        kept = await self.store.runs_heartbeat(
+            RunsHeartbeatParams(worker_id=owner, runs=list(runs), lease_ttl=lease_ttl)
+        )
+        lost: list[uuid.UUID] = []
+        cancelled: list[uuid.UUID] = []
+        for run_id, _ in runs:
+            if run_id in kept or run_id in lost or run_id in cancelled:
+                continue
+            try:
+                run = await self.store.run_get(self.tenant, run_id)
+            except NotFound:
+                lost.append(run_id)
+                continue
+            (cancelled if run.state is RunState.CANCELLED else lost).append(run_id)
+        ordered = list(dict.fromkeys(run_id for run_id, _ in runs if run_id in kept))
+        return HeartbeatResult(kept=ordered, lost=lost, cancel_requested=cancelled)
+
+    async def complete(self, worker_id: str, report: RemoteOutcome) -> Run:
+        """Apply the attempt's outcome, fenced by its token; return the run afterwards.
+
+        Raises NotFound (no such run in this tenant) or Conflict (the token no longer holds the
+        run: lease lost and taken over, cancelled, or already completed)."""
+        owner = self.owner(worker_id)
+        claimed = await self.store.run_get_claimed(self.tenant, report.run_id)
+        run = claimed.run
+        holds = (
+            run.state is RunState.RUNNING and report.token == run.token and run.lease_owner == owner
+        )
+        if not holds:
+            if report.token < run.token:
+                await self._record_stale(owner, claimed, report)
+            raise Conflict(
+                f"run {run.id}: token {report.token} no longer holds it (the run is "
+                f"{run.state}, token {run.token}); this outcome was not applied"
+            )
+        completion = self._completion(owner, claimed, report, await self.store.db_now())
+        (applied,) = await self.store.runs_complete(RunsCompleteParams([completion]))
+        _count_remote(run, completion, applied)
+        if not applied:
+            raise Conflict(
+                f"run {run.id}: its lease was taken over while completing; this outcome was "
+                "not applied"
+            )
+        return await self.store.run_get(self.tenant, run.id)
+
+    def _completion(
+        self, owner: str, claimed: ClaimedRun, report: RemoteOutcome, now: datetime
+    ) -> RunCompletion:
+        run = claimed.run
+        if report.outcome == "succeeded":
+            decision = after_success()
+        else:
+            message = report.error_message or ""
+            exc: Exception
+            if not report.retryable:
+                exc = Permanent(message)
+            elif report.retry_after is not None:
+                exc = RetryLater(message, delay=report.retry_after)
+            else:
+                exc = RemoteFailure(message)
+            decision = after_failure(
+                exc=exc,
+                outcome=AttemptOutcome.FAILED,
+                attempt=run.attempt,
+                max_attempts=run.max_attempts,
+                policy=claimed.retry,
+                delivery=claimed.delivery,
+                now=now,
+            )
+            decision = dataclasses.replace(
+                decision,
+                error_class=report.error_class or "RemoteError",
+                error_message=report.error_message,
+            )
+        assert run.claimed_at is not None, "a running run has been claimed"
+        return RunCompletion(
+            run_id=run.id,
+            token=report.token,
+            worker_id=owner,
+            attempt=run.attempt,
+            claimed_at=run.claimed_at,
+            started_at=run.started_at,
+            outcome=decision.outcome,
+            next_state=decision.next_state,
+            available_at=decision.available_at,
+            reason=decision.reason,
+            error_class=decision.error_class,
+            error_message=decision.error_message,
+            completes_job=claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
+        )
+
+    async def _record_stale(self, owner: str, claimed: ClaimedRun, report: RemoteOutcome) -> None:
+        """A late outcome of an attempt whose lease was taken over (reaped or cancelled):
+        record that attempt ``stale``, as the in-process worker's late writes are. Nothing
+        is written for a token this worker never held."""
+        attempts = await self.store.attempts_list(self.tenant, claimed.run.id)
+        prior = next(
+            (a for a in attempts if a.token == report.token and a.worker_id == owner), None
+        )
+        if prior is None or prior.outcome not in (AttemptOutcome.LOST, AttemptOutcome.CANCELLED):
+            return
+        late = RunCompletion(
+            run_id=claimed.run.id,
+            token=report.token,
+            worker_id=owner,
+            attempt=prior.number,
+            claimed_at=prior.claimed_at,
+            started_at=prior.started_at,
+            outcome=AttemptOutcome.STALE,
+            next_state=RunState.SUCCEEDED if report.outcome == "succeeded" else RunState.DEAD,
+            error_class=report.error_class,
+            error_message=report.error_message,
+        )
+        await self.store.runs_complete(RunsCompleteParams([late]))
+
+
+def _count_remote(run: Run, completion: RunCompletion, applied: bool) -> None:
+    """Metrics of a remote worker's outcome (this API process counts it)."""
+    duration = None
+    if applied and completion.started_at is not None:
+        duration = max(0.0, (datetime.now(UTC) - completion.started_at).total_seconds())
+    registry = metrics()
+    registry.attempt_ended(
+        run.tenant, run.task, str(completion.outcome) if applied else "stale", duration
+    )
+    if applied:
+        registry.run_ended(run.tenant, run.task, str(completion.next_state), completion.reason)

@@ -1,0 +1,199 @@
+"""Keys, roles and tenant isolation over HTTP against a real server, on both stores: no or bad
+key → 401, role too low → 403, another tenant's ids → 404 on every endpoint, admin
+``?tenant=``; health, readiness and the offline docs need no key."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import httpx
+import pytest
+
+from tests.api.apikit import (
+    Keys,
+    ServerProcess,
+    claim,
+    make_dead_run,
+    make_job,
+    ok,
+    problem,
+    unique,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_no_key_or_a_bad_key_is_401(server: ServerProcess, keys: Keys) -> None:
+    with server.client() as c:
+        body = problem(c.get("/jobs"), 401)
+        assert "API key" in body["detail"]
+        assert c.get("/jobs").headers["www-authenticate"].startswith("Bearer")
+    with server.client("dt_not-a-real-key") as c:
+        problem(c.get("/jobs"), 401)
+    with server.client(Authorization="Basic dXNlcjpwdw==") as c:
+        problem(c.get("/jobs"), 401)
+    with server.client(**{"X-API-Key": keys.acme_viewer}) as c:
+        ok(c.get("/jobs"))
+
+
+def test_revoked_key_is_refused_at_once(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_admin) as admin:
+        created = ok(admin.post("/keys", json={"role": "viewer", "name": "temp"}), 201)
+        assert created["key"].startswith("dt_")
+        assert created["tenant"] == "acme"
+        assert created["prefix"] == created["key"][:10]
+        with server.client(created["key"]) as temp:
+            ok(temp.get("/jobs"))
+            listed = ok(admin.get("/keys"))["items"]
+            mine = next(k for k in listed if k["id"] == created["id"])
+            assert "key" not in mine
+            assert mine["last_used_at"] is not None
+            assert admin.delete(f"/keys/{created['id']}").status_code == 204
+            problem(temp.get("/jobs"), 401)
+        assert admin.delete(f"/keys/{created['id']}").status_code == 204  # idempotent
+        problem(admin.delete(f"/keys/{uuid.uuid4()}"), 404)
+        problem(admin.delete("/keys/nope"), 404)
+        problem(admin.post("/keys", json={"role": "root"}), 422, "role")
+
+
+def test_viewer_reads_but_cannot_write(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_operator) as operator:
+        job = make_job(operator)
+    with server.client(keys.acme_viewer) as viewer:
+        ok(viewer.get(f"/jobs/{job['id']}"))
+        ok(viewer.get("/runs"))
+        ok(viewer.get("/dead-letters"))
+        ok(viewer.post("/schedules/preview", json={"cron": "* * * * *", "count": 1}))
+        job_url = f"/jobs/{job['id']}"
+        for method, path, body in [
+            ("POST", "/jobs", {"name": unique(), "task": "t", "every": 5}),
+            ("PATCH", job_url, {"priority": 1}),
+            ("DELETE", job_url, None),
+            ("POST", f"{job_url}/pause", None),
+            ("POST", f"{job_url}/trigger", None),
+            ("POST", f"/runs/{uuid.uuid4()}/cancel", None),
+            ("POST", "/dead-letters/replay", {"all": True}),
+            ("POST", "/worker/claim", {"worker_id": "w", "tasks": [job["task"]]}),
+            ("POST", "/keys", {"role": "viewer"}),
+            ("GET", "/keys", None),
+        ]:
+            problem(viewer.request(method, path, json=body), 403)
+
+
+def test_only_admins_manage_keys_or_pick_a_tenant(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_operator) as operator:
+        problem(operator.get("/keys"), 403)
+        problem(operator.get("/jobs", params={"tenant": "globex"}), 403)
+        ok(operator.get("/jobs", params={"tenant": "acme"}))
+    with server.client(keys.acme_admin) as admin:
+        name = unique()
+        job = ok(
+            admin.post(
+                "/jobs",
+                params={"tenant": "globex"},
+                json={"name": name, "task": "t", "every": 60, "allow_unregistered": True},
+            ),
+            201,
+        )
+        assert job["tenant"] == "globex"
+        problem(admin.get(f"/jobs/{job['id']}"), 404)  # not in the admin's own tenant
+        ok(admin.get(f"/jobs/{job['id']}", params={"tenant": "globex"}))
+        key = ok(admin.post("/keys", params={"tenant": "globex"}, json={"role": "viewer"}), 201)
+        assert key["tenant"] == "globex"
+        problem(admin.delete(f"/keys/{key['id']}"), 404)  # another tenant's key
+        assert admin.delete(f"/keys/{key['id']}", params={"tenant": "globex"}).status_code == 204
+        problem(admin.get("/jobs", params={"tenant": "a\u0001b"}), 422, "tenant")
+    with server.client(keys.globex_operator) as globex:
+        ok(globex.get(f"/jobs/{job['id']}"))
+
+
+def test_another_tenants_ids_are_404_everywhere(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_operator) as acme:
+        job = make_job(acme)
+        dead = make_dead_run(acme, job)
+        pending = ok(acme.post(f"/jobs/{job['id']}/trigger"), 201)
+        worker = unique("worker")
+        (held,) = claim(acme, worker, job["task"])
+    with server.client(keys.acme_admin) as acme_admin:
+        acme_key = ok(acme_admin.post("/keys", json={"role": "viewer"}), 201)
+    j, r, d = job["id"], pending["id"], dead["id"]
+    with server.client(keys.globex_admin) as globex:
+        for method, path, body in [
+            ("GET", f"/jobs/{j}", None),
+            ("PATCH", f"/jobs/{j}", {"priority": 1}),
+            ("DELETE", f"/jobs/{j}", None),
+            ("POST", f"/jobs/{j}/pause", None),
+            ("POST", f"/jobs/{j}/resume", None),
+            ("POST", f"/jobs/{j}/cancel", None),
+            ("POST", f"/jobs/{j}/trigger", None),
+            ("GET", f"/jobs/{j}/runs", None),
+            ("GET", f"/runs/{r}", None),
+            ("GET", f"/runs/{d}", None),
+            ("POST", f"/runs/{r}/cancel", None),
+            ("GET", "/runs?job_id=" + j, None),
+            ("GET", "/dead-letters?job_id=" + j, None),
+            ("POST", f"/dead-letters/{d}/replay", None),
+            ("POST", "/dead-letters/replay", {"job_id": j}),
+            ("POST", "/schedules/preview", {"job_id": j}),
+            ("DELETE", f"/keys/{acme_key['id']}", None),
+            (
+                "POST",
+                "/worker/complete",
+                {
+                    "worker_id": worker,
+                    "run_id": held["run_id"],
+                    "token": held["token"],
+                    "outcome": "succeeded",
+                },
+            ),
+        ]:
+            problem(globex.request(method, path, json=body), 404)
+        # listings show none of them; claims and heartbeats cannot reach them
+        assert j not in {x["id"] for x in ok(globex.get("/jobs", params={"limit": 1000}))["items"]}
+        run_ids = {x["id"] for x in ok(globex.get("/runs", params={"limit": 1000}))["items"]}
+        assert not run_ids & {r, d, held["run_id"]}
+        assert d not in {x["id"] for x in ok(globex.get("/dead-letters"))["items"]}
+        assert acme_key["id"] not in {k["id"] for k in ok(globex.get("/keys"))["items"]}
+        # an admin asking for the tenant explicitly may act on it
+        trigger = ok(globex.post(f"/jobs/{j}/trigger", params={"tenant": "acme"}), 201)
+        assert claim(globex, worker, job["task"]) == []
+        beat = ok(
+            globex.post(
+                "/worker/heartbeat",
+                json={
+                    "worker_id": worker,
+                    "runs": [{"run_id": held["run_id"], "token": held["token"]}],
+                },
+            )
+        )
+        assert beat == {"kept": [], "lost": [held["run_id"]], "cancel_requested": []}
+    with server.client(keys.acme_operator) as acme:
+        # nothing changed on acme's side
+        assert ok(acme.get(f"/jobs/{j}"))["status"] == "active"
+        assert ok(acme.get(f"/runs/{r}"))["state"] in ("scheduled", "running")
+        assert ok(acme.get(f"/runs/{d}"))["state"] == "dead"
+        assert ok(acme.get(f"/runs/{trigger['id']}"))["tenant"] == "acme"
+
+
+def test_health_readiness_and_offline_docs_need_no_key(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        assert ok(c.get("/healthz")) == {"status": "ok"}
+        ready = ok(c.get("/readyz"))
+        assert ready["status"] == "ready"
+        assert ready["schema_version"] >= 2
+        schema = ok(c.get("/api/v1/openapi.json"))
+        assert schema["openapi"].startswith("3.")
+        assert "/api/v1/worker/claim" in schema["paths"]
+        docs = c.get("/api/v1/docs")
+        assert docs.status_code == 200
+        assert "swagger-ui" in docs.text
+        linked = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)""", docs.text)
+        assert linked
+        assert all(u.startswith("/") for u in linked), linked  # served here, never a CDN
+        assert "://" not in docs.text
+        for asset in re.findall(r"""(?:src|href)=['"](/api/v1/docs/assets/[^'"]+)""", docs.text):
+            response = c.get(asset)
+            assert response.status_code == 200, asset
+            assert len(response.content) > 1000, asset
+        problem(c.get("/nowhere"), 404)

@@ -1,0 +1,191 @@
+"""Overlap policies, concurrency keys and misfires judged at claim time — both stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import datetime
+
+from storekit import (
+    TENANT,
+    claim,
+    complete,
+    completion,
+    fill_planner,
+    get_run,
+    job_params,
+    list_runs,
+    materialize,
+    s,
+)
+
+from duetime._types import AttemptOutcome, Job, MisfirePolicy, OverlapPolicy, RunState
+from duetime.store import Store
+from duetime.store.base import JobRef, RunsMisfireParams, RunStartParams, RunTriggerParams
+
+
+async def job_with_runs(
+    store: Store, t0: datetime, name: str, count: int, **overrides: object
+) -> Job:
+    """A job with ``count`` runs due at t0, t0+1 s, …"""
+    params = replace(job_params(name, next_fire_at=t0), **overrides)  # type: ignore[arg-type]
+    job, _ = await store.job_upsert(params)
+
+    def only(due: Job, now: datetime, until: datetime):  # type: ignore[no-untyped-def]
+        plan = fill_planner(1)(due, now, until)
+        return plan if due.id == job.id else replace(plan, runs=[], next_fire_at=None)
+
+    await materialize(store, t0, planner=only, horizon=count - 1)
+    return job
+
+
+async def states(store: Store, job: Job) -> list[RunState]:
+    runs = await list_runs(store, job_id=job.id)
+    return [r.state for r in sorted(runs, key=lambda r: r.scheduled_for)]
+
+
+async def test_skip_drops_a_run_due_while_the_previous_one_runs(store: Store, t0: datetime) -> None:
+    job = await job_with_runs(store, t0, "j", 2, overlap_policy=OverlapPolicy.SKIP)
+    (first,) = await claim(store, t0)
+    assert first.run.scheduled_for == t0
+    assert await claim(store, t0 + s(1)) == []
+    assert await states(store, job) == [RunState.RUNNING, RunState.SKIPPED]
+    skipped = (await list_runs(store, job_id=job.id, state=RunState.SKIPPED))[0]
+    assert skipped.reason == "overlap"
+
+
+async def test_serialize_waits_for_the_previous_run_in_order(store: Store, t0: datetime) -> None:
+    job = await job_with_runs(store, t0, "j", 3, overlap_policy=OverlapPolicy.SERIALIZE)
+    (first,) = await claim(store, t0 + s(2))
+    assert first.run.scheduled_for == t0
+    assert await claim(store, t0 + s(2)) == []
+    assert await complete(store, t0 + s(3), completion(first)) == [True]
+    (second,) = await claim(store, t0 + s(3))
+    assert second.run.scheduled_for == t0 + s(1)
+    assert await states(store, job) == [RunState.SUCCEEDED, RunState.RUNNING, RunState.SCHEDULED]
+
+
+async def test_allow_runs_up_to_max_concurrency(store: Store, t0: datetime) -> None:
+    await job_with_runs(store, t0, "j", 5, overlap_policy=OverlapPolicy.ALLOW, max_concurrency=2)
+    got = await claim(store, t0 + s(5))
+    assert len(got) == 2
+    assert await claim(store, t0 + s(5)) == []
+    assert await complete(store, t0 + s(6), completion(got[0])) == [True]
+    assert len(await claim(store, t0 + s(6))) == 1
+
+
+async def test_replace_cancels_the_running_run_and_fences_it(store: Store, t0: datetime) -> None:
+    job = await job_with_runs(store, t0, "j", 2, overlap_policy=OverlapPolicy.REPLACE)
+    (old,) = await claim(store, t0)
+    (new,) = await claim(store, t0 + s(1))
+    assert new.run.scheduled_for == t0 + s(1)
+    replaced = await get_run(store, old.run.id)
+    assert replaced.state is RunState.CANCELLED
+    assert replaced.reason == "replaced"
+    assert replaced.token == old.run.token + 1
+    # the replaced attempt's late report changes nothing and is recorded stale
+    assert await complete(store, t0 + s(2), completion(old)) == [False]
+    (attempt,) = await store.attempts_list(TENANT, old.run.id)
+    assert attempt.outcome is AttemptOutcome.STALE
+    assert await states(store, job) == [RunState.CANCELLED, RunState.RUNNING]
+
+
+async def test_a_concurrency_key_limits_several_jobs_together(store: Store, t0: datetime) -> None:
+    for name in ("a", "b", "c"):
+        await job_with_runs(
+            store,
+            t0,
+            name,
+            1,
+            overlap_policy=OverlapPolicy.ALLOW,
+            max_concurrency=2,
+            concurrency_key="warehouse",
+        )
+    assert len(await claim(store, t0)) == 2
+    assert await claim(store, t0) == []
+
+
+async def test_concurrent_claims_never_exceed_the_limit(
+    store: Store, t0: datetime, make_store: Callable[..., Awaitable[Store]]
+) -> None:
+    await job_with_runs(store, t0, "j", 20, overlap_policy=OverlapPolicy.ALLOW, max_concurrency=3)
+    others = [await make_store() for _ in range(3)]
+    results = await asyncio.gather(
+        *(claim(other, t0 + s(30), worker=f"w{i}", limit=5) for i, other in enumerate(others * 2))
+    )
+    assert sum(len(r) for r in results) == 3
+
+
+async def test_misfired_runs_follow_the_policy_at_claim_time(store: Store, t0: datetime) -> None:
+    skip = await job_with_runs(
+        store, t0, "skip", 3, misfire_policy=MisfirePolicy.SKIP, misfire_grace=10
+    )
+    once = await job_with_runs(
+        store, t0, "once", 3, misfire_policy=MisfirePolicy.FIRE_ONCE, misfire_grace=10
+    )
+    back = await job_with_runs(
+        store, t0, "back", 3, misfire_policy=MisfirePolicy.BACKFILL, misfire_grace=10
+    )
+    late = t0 + s(60)
+    skipped = await store.runs_misfire(RunsMisfireParams(now=late))
+    assert skipped == 3 + 2
+    assert await states(store, skip) == [RunState.SKIPPED] * 3
+    assert await states(store, once) == [RunState.SKIPPED, RunState.SKIPPED, RunState.SCHEDULED]
+    assert await states(store, back) == [RunState.SCHEDULED] * 3
+    reasons = {r.reason for r in await list_runs(store, job_id=skip.id)}
+    assert reasons == {"misfire_skip"}
+    assert await store.runs_misfire(RunsMisfireParams(now=late)) == 0
+
+
+async def test_runs_within_grace_and_manual_runs_are_not_misfired(
+    store: Store, t0: datetime
+) -> None:
+    job = await job_with_runs(
+        store, t0, "j", 2, misfire_policy=MisfirePolicy.SKIP, misfire_grace=10
+    )
+    manual, _ = await store.run_trigger(
+        RunTriggerParams(job=JobRef(TENANT, id=job.id), idempotency_key="k", now=t0)
+    )
+    assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(5))) == 0
+    assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(30))) == 2
+    assert (await get_run(store, manual.id)).state is RunState.SCHEDULED
+
+
+async def test_a_run_claimed_ahead_is_judged_when_it_starts(store: Store, t0: datetime) -> None:
+    job = await job_with_runs(store, t0, "j", 3, overlap_policy=OverlapPolicy.SKIP)
+    (first,) = await claim(store, t0)
+    # the next occurrence is reserved ahead although the first still runs …
+    (ahead,) = await claim(store, t0, lookahead=1.5)
+    assert ahead.run.scheduled_for == t0 + s(1)
+    assert ahead.run.started_at is None
+    # … and skipped at its instant because the first is still running
+    started = await store.run_start(
+        RunStartParams(run_id=ahead.run.id, token=ahead.run.token, now=t0 + s(1))
+    )
+    assert started is False
+    skipped = await get_run(store, ahead.run.id)
+    assert (skipped.state, skipped.reason, skipped.attempt) == (RunState.SKIPPED, "overlap", 0)
+    # once the first has finished, the next one reserved ahead starts
+    assert await complete(store, t0 + s(1.5), completion(first)) == [True]
+    (third,) = await claim(store, t0 + s(1.5), lookahead=1)
+    assert await store.run_start(
+        RunStartParams(run_id=third.run.id, token=third.run.token, now=t0 + s(2))
+    )
+    assert await states(store, job) == [RunState.SUCCEEDED, RunState.SKIPPED, RunState.RUNNING]
+
+
+async def test_a_serialized_run_claimed_ahead_goes_back_to_wait(store: Store, t0: datetime) -> None:
+    await job_with_runs(store, t0, "j", 2, overlap_policy=OverlapPolicy.SERIALIZE)
+    (first,) = await claim(store, t0)
+    (ahead,) = await claim(store, t0, lookahead=1.5)
+    started = await store.run_start(
+        RunStartParams(run_id=ahead.run.id, token=ahead.run.token, now=t0 + s(1))
+    )
+    assert started is False
+    waiting = await get_run(store, ahead.run.id)
+    assert (waiting.state, waiting.attempt) == (RunState.SCHEDULED, 0)
+    assert waiting.token == ahead.run.token + 1
+    assert await complete(store, t0 + s(2), completion(first)) == [True]
+    (again,) = await claim(store, t0 + s(2))
+    assert again.run.id == ahead.run.id

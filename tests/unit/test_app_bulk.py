@@ -1,0 +1,89 @@
+"""``schedule_many``: bulk registration through the Python API (SQLite file)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from duetime import App, ValidationError
+from duetime.registration import JobSpec
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    with App(str(tmp_path / "bulk.db")) as opened:
+        yield opened
+
+
+def test_creates_jobs_from_specs_and_mappings(app: App) -> None:
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    specs = [
+        JobSpec(name="daily", task="duetime.noop", cron="0 3 * * *"),
+        {"name": "once", "task": "duetime.noop", "at": at, "tags": ["a"]},
+        {"name": "tick", "task": "duetime.noop", "every": 60},
+    ]
+    assert app.schedule_many(specs, batch_size=2) == 3
+    assert app.get("once").next_fire_at == at
+    assert app.get("once").tags == ("a",)
+    assert app.get("daily").schedule.cron == "0 3 * * *"
+    assert app.get("tick").next_fire_at is not None
+
+
+def test_existing_names_are_left_alone(app: App) -> None:
+    app.schedule("daily", task="duetime.noop", cron="0 3 * * *")
+    created = app.schedule_many(
+        [
+            {"name": "daily", "task": "duetime.noop", "cron": "0 4 * * *"},
+            {"name": "new", "task": "duetime.noop", "cron": "0 4 * * *"},
+        ]
+    )
+    assert created == 1
+    assert app.get("daily").schedule.cron == "0 3 * * *"
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"name": "x", "task": "duetime.noop", "cron": "61 * * * *"}, "specs[3].cron"),
+        ({"name": "x", "task": "duetime.noop"}, "specs[3].schedule"),
+        ({"name": "x", "task": "no.such.task", "cron": "0 1 * * *"}, "specs[3].task"),
+        ({"name": "x", "task": "duetime.noop", "at": datetime(2030, 1, 1)}, "specs[3].at"),
+        (
+            {"name": "x", "task": "duetime.noop", "cron": "0 1 * * *", "colour": 1},
+            "specs[3].colour",
+        ),
+        ({"task": "duetime.noop", "cron": "0 1 * * *"}, "specs[3].name"),
+        (
+            {"name": "x", "task": "duetime.noop", "cron": "0 1 * * *", "delivery": "exactly_once"},
+            "specs[3].delivery",
+        ),
+    ],
+)
+def test_a_bad_spec_is_named_by_index_and_field(
+    app: App, bad: dict[str, object], field: str
+) -> None:
+    good = [{"name": f"ok-{i}", "task": "duetime.noop", "cron": "0 1 * * *"} for i in range(3)]
+    with pytest.raises(ValidationError) as caught:
+        app.schedule_many([*good, bad], batch_size=10)
+    assert caught.value.field == field
+    assert str(caught.value).startswith(field + ": ")
+    # nothing of the failed batch was written
+    assert app.list().items == []
+
+
+def test_earlier_batches_stay_written_when_a_later_spec_is_bad(app: App) -> None:
+    specs = [
+        {"name": f"ok-{i}", "task": "duetime.noop", "at": timedelta(hours=1)} for i in range(5)
+    ]
+    specs.append({"name": "bad", "task": "duetime.noop", "cron": "nope"})
+    with pytest.raises(ValidationError, match=r"specs\[5\]\.cron"):
+        app.schedule_many(specs, batch_size=2)
+    assert sorted(j.name for j in app.list().items) == ["ok-0", "ok-1", "ok-2", "ok-3"]
+
+
+def test_batch_size_must_be_positive(app: App) -> None:
+    with pytest.raises(ValidationError, match="batch_size"):
+        app.schedule_many([], batch_size=0)

@@ -1,0 +1,76 @@
+"""Overlap decisions at claim time (pure): skip, allow, serialize, replace, concurrency keys."""
+
+from __future__ import annotations
+
+import uuid
+
+from duetime._types import OverlapPolicy, RunTrigger
+from duetime.store._overlap import Candidate, decide
+
+
+def cand(
+    key: str, policy: OverlapPolicy, *, limit: int = 1, trigger: RunTrigger = RunTrigger.SCHEDULE
+) -> Candidate:
+    return Candidate(uuid.uuid4(), key, trigger, policy, limit)
+
+
+def test_skip_drops_a_run_while_another_of_its_job_runs() -> None:
+    c = cand("job:a", OverlapPolicy.SKIP)
+    decision = decide([c], {"job:a": 1}, 10)
+    assert (decision.claim, decision.skip) == ([], [c.id])
+    assert decide([c], {}, 10).claim == [c.id]
+
+
+def test_of_two_due_together_the_first_runs_and_the_second_waits() -> None:
+    first, second = cand("job:a", OverlapPolicy.SKIP), cand("job:a", OverlapPolicy.SKIP)
+    decision = decide([first, second], {}, 10)
+    assert (decision.claim, decision.skip) == ([first.id], [])
+
+
+def test_a_manual_trigger_waits_instead_of_being_skipped() -> None:
+    c = cand("job:a", OverlapPolicy.SKIP, trigger=RunTrigger.MANUAL)
+    decision = decide([c], {"job:a": 1}, 10)
+    assert (decision.claim, decision.skip) == ([], [])
+
+
+def test_allow_runs_up_to_its_limit_and_zero_means_unlimited() -> None:
+    runs = [cand("job:a", OverlapPolicy.ALLOW, limit=3) for _ in range(5)]
+    assert decide(runs, {"job:a": 1}, 10).claim == [r.id for r in runs[:2]]
+    unlimited = [cand("job:b", OverlapPolicy.ALLOW, limit=0) for _ in range(5)]
+    assert decide(unlimited, {"job:b": 7}, 10).claim == [r.id for r in unlimited]
+
+
+def test_serialize_runs_one_at_a_time_in_order() -> None:
+    runs = [cand("job:a", OverlapPolicy.SERIALIZE) for _ in range(3)]
+    assert decide(runs, {}, 10).claim == [runs[0].id]
+    decision = decide(runs, {"job:a": 1}, 10)
+    assert (decision.claim, decision.skip) == ([], [])
+
+
+def test_replace_cancels_the_running_one_and_starts_the_next_in_order() -> None:
+    runs = [cand("job:a", OverlapPolicy.REPLACE) for _ in range(2)]
+    decision = decide(runs, {"job:a": 1}, 10)
+    assert decision.replace_keys == {"job:a"}
+    assert decision.claim == [runs[0].id]
+
+
+def test_runs_claimed_ahead_are_reserved_one_per_key_and_never_skipped_early() -> None:
+    ahead = [
+        Candidate(uuid.uuid4(), "job:a", RunTrigger.SCHEDULE, OverlapPolicy.SKIP, 1, due=False)
+        for _ in range(2)
+    ]
+    decision = decide(ahead, {"job:a": 1}, 10)
+    assert (decision.claim, decision.skip) == ([ahead[0].id], [])
+
+
+def test_a_concurrency_key_is_one_limit_across_jobs() -> None:
+    a = cand("key:db", OverlapPolicy.ALLOW, limit=2)
+    b = cand("key:db", OverlapPolicy.ALLOW, limit=2)
+    c = cand("key:db", OverlapPolicy.ALLOW, limit=2)
+    assert decide([a, b, c], {}, 10).claim == [a.id, b.id]
+    assert decide([a, b, c], {"key:db": 2}, 10).claim == []
+
+
+def test_capacity_bounds_the_claim() -> None:
+    runs = [cand(f"job:{i}", OverlapPolicy.SKIP) for i in range(5)]
+    assert len(decide(runs, {}, 3).claim) == 3
