@@ -223,7 +223,7 @@ def main() -> None:
                 r["label"] = f"duetime (concurrency {r['concurrency']}, batch {r['batch']})"
             else:
                 r = duetime_fire("postgres", rate=args.rate, seconds=args.seconds, crons=0,
-                                 workers=args.workers, settle=args.settle)  # fmt: skip
+                                 workers=args.workers, settle=args.settle, lead=30.0)  # fmt: skip
                 r["label"] = "duetime"
             figures.setdefault("duetime", []).append(r)
             print(f"round {round_ + 1}: {_show(args.workload, r)}", flush=True)
