@@ -76,7 +76,11 @@ class Database:
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="duetime-bench-")
             self.url = str(Path(self._tmp.name) / "bench.db")
-        migrate(self.url)
+        try:
+            migrate(self.url)
+        except BaseException:
+            self.drop()
+            raise
 
     def query(self, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.store == "postgres":

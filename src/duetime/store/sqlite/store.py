@@ -159,6 +159,9 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
         """One ``BEGIN IMMEDIATE`` transaction, retried while another process holds the lock."""
         async with self._lock:
             conn = self.conn
+            if conn.in_transaction:
+                # left open by a holder cancelled mid-statement; it never reported success
+                await asyncio.shield(conn.execute("ROLLBACK"))
             for attempt in range(_BUSY_RETRIES):
                 try:
                     await conn.execute("BEGIN IMMEDIATE")
@@ -172,9 +175,10 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
             try:
                 yield conn
             except BaseException:
-                await conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    await asyncio.shield(conn.execute("ROLLBACK"))
                 raise
-            await conn.execute("COMMIT")
+            await asyncio.shield(conn.execute("COMMIT"))
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
