@@ -118,7 +118,13 @@ recorded AS (
     SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
            i.started_at, t.now, CASE WHEN d.id IS NULL THEN 'stale' ELSE i.outcome END,
            i.error_class, i.error_message
-    FROM input i JOIN runs r ON r.id = i.run_id CROSS JOIN t
+    -- LATERAL + LIMIT (never pulled up) keeps this a primary-key lookup per attempt: a plain
+    -- join let the planner scan all of runs for every batch (docs/benchmarks.md)
+    FROM input i
+    CROSS JOIN LATERAL (
+        SELECT runs.job_id, runs.tenant FROM runs WHERE runs.id = i.run_id LIMIT 1
+    ) r
+    CROSS JOIN t
     LEFT JOIN done d ON d.id = i.run_id AND d.token = i.token
     ON CONFLICT (run_id, token) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
