@@ -1045,6 +1045,16 @@ class App:
     def webhook_secret(self) -> str:
         return self._call(self.aio.webhook_secret)
 
+    def tenant_limits_set(self, tenant: str | None = None, **kwargs: Any) -> TenantLimits:
+        """See :meth:`AsyncApp.tenant_limits_set`."""
+        return self._call(lambda: self.aio.tenant_limits_set(tenant, **kwargs))
+
+    def tenant_limits_get(self, tenant: str | None = None) -> TenantLimits:
+        return self._call(lambda: self.aio.tenant_limits_get(tenant))
+
+    def tenant_stats(self) -> list[TenantQueueStats]:
+        return self._call(self.aio.tenant_stats)
+
     def preview(self, cron: str, **kwargs: Any) -> list[Occurrence]:
         return self.aio.preview(cron, **kwargs)
 

@@ -23,7 +23,7 @@ descending, then ``available_at``, then id. With equal weights that is round rob
 each tenant with due runs, then a second of each — counting what each already runs, so a claim
 of one run goes to the tenant with the fewest in flight: a tenant flooding the workers cannot
 keep a small one waiting however small the claims are. (Runs in flight are only counted when
-several tenants have due runs.)
+several tenants have due runs, and up to :data:`RUNNING_COUNTED`.)
 
 **Quotas.** A tenant may cap its runs in flight (``running``, claimed ahead or started) and its
 run starts per second (a token bucket holding ``max(1, rate)`` starts, refilled at ``rate``).
@@ -50,6 +50,8 @@ from duetime.store._overlap import Candidate, OverlapDecision, decide
 
 T = TypeVar("T")
 
+RUNNING_COUNTED = 1000
+"""A tenant's runs in flight count as rounds up to this many (the SQL counts no further)."""
 _MICROS = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -115,7 +117,8 @@ def fair_order(
     for tenant, neg_eff, available_at, run_id, item in decorated:
         ranks[tenant] += 1
         weight = max(1, weights.get(tenant, 1))
-        rounds = (running.get(tenant, 0) + ranks[tenant] - 1) / weight
+        had = min(running.get(tenant, 0), RUNNING_COUNTED)
+        rounds = (had + ranks[tenant] - 1) / weight
         ordered.append((rounds, neg_eff, available_at, run_id, item))
     ordered.sort(key=lambda d: d[:4])
     return [d[4] for d in ordered]

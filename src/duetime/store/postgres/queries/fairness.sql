@@ -8,11 +8,11 @@
 
 -- name: runs_claim_fair
 -- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
--- rounds already had), effective priority,
--- available_at, id; claim the runs no quota or overlap key limits. Runs of limited tenants and
--- runs with an overlap key keep their place in the order but are left to the locked step
--- (`deferred` counts them; it comes with every claimed row). With `only_fast` those are left
--- out altogether: the claim fills what the locked step left of the batch.
+-- rounds already had), effective priority, available_at, id; claim the runs no quota or
+-- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
+-- in the order but are left to the locked step (`deferred` counts them; it comes with every
+-- claimed row). With `only_fast` those are left out altogether: the claim fills what the
+-- locked step left of the batch.
 WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 groups AS (
     (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
@@ -29,15 +29,17 @@ gf AS (
     WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
       AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
 ),
-g AS (
-    -- a tenant's runs in flight count as rounds it already had (only worth counting when
-    -- several tenants compete)
+g AS MATERIALIZED (
+    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
+    -- already had — only counted when several tenants compete, once per group (materialized)
     SELECT gf.*, coalesce(tn.weight, 1) AS weight,
            coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
                AS limited,
            CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM runs
-                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                THEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs
+                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
+                      ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 ),
@@ -57,7 +59,7 @@ cand AS (
           AND runs.priority = g.priority
           AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
-          AND (NOT %(only_fast)s::bool OR runs.concurrency_key IS NULL)
+          AND (NOT %(only_fast)s::bool OR (runs.concurrency_key IS NULL AND NOT g.limited))
           AND (SELECT jobs.status IN ('active', 'completed')
                       OR (jobs.status = 'paused' AND runs.trigger = 'manual')
                FROM jobs WHERE jobs.id = runs.job_id)
@@ -65,7 +67,6 @@ cand AS (
         LIMIT %(limit)s
         FOR UPDATE OF runs SKIP LOCKED
     ) c
-    WHERE NOT (%(only_fast)s::bool AND g.limited)
 ),
 ranked AS (
     SELECT cand.*,
@@ -105,15 +106,17 @@ gf AS (
     WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
       AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
 ),
-g AS (
-    -- a tenant's runs in flight count as rounds it already had (only worth counting when
-    -- several tenants compete)
+g AS MATERIALIZED (
+    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
+    -- already had — only counted when several tenants compete, once per group (materialized)
     SELECT gf.*, coalesce(tn.weight, 1) AS weight,
            coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
                AS limited,
            CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM runs
-                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                THEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs
+                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
+                      ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 ),

@@ -34,15 +34,17 @@ gf AS (
     WHERE (:tenant IS NULL OR grp.tenant = :tenant)
       AND (:queues IS NULL OR grp.queue IN (SELECT value FROM json_each(:queues)))
 ),
-g AS (
-    -- a tenant's runs in flight count as rounds it already had (only worth counting when
-    -- several tenants compete)
+g AS MATERIALIZED (
+    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
+    -- already had — only counted when several tenants compete, once per group (materialized)
     SELECT gf.*, coalesce(tn.weight, 1) AS weight,
            coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, 0)
                AS limited,
            CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM runs
-                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                THEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs
+                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
+                      ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 ),
@@ -114,15 +116,17 @@ gf AS (
     WHERE (:tenant IS NULL OR grp.tenant = :tenant)
       AND (:queues IS NULL OR grp.queue IN (SELECT value FROM json_each(:queues)))
 ),
-g AS (
-    -- a tenant's runs in flight count as rounds it already had (only worth counting when
-    -- several tenants compete)
+g AS MATERIALIZED (
+    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
+    -- already had — only counted when several tenants compete, once per group (materialized)
     SELECT gf.*, coalesce(tn.weight, 1) AS weight,
            coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, 0)
                AS limited,
            CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM runs
-                      WHERE runs.state = 'running' AND runs.tenant = gf.tenant)
+                THEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs
+                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
+                      ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 )
