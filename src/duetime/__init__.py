@@ -19,6 +19,8 @@ from duetime._types import (
     RunState,
     Schedule,
     ScheduleKind,
+    TenantLimits,
+    TenantQueueStats,
 )
 from duetime._types import RetryPolicy as Retry
 from duetime.app import App, AsyncApp
@@ -61,6 +63,8 @@ __all__ = [
     "ScheduleKind",
     "SchemaError",
     "Settings",
+    "TenantLimits",
+    "TenantQueueStats",
     "UnsupportedFeature",
     "ValidationError",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from duetime._types import JSON, Leadership, NodeInfo, WorkerInfo
+from duetime._types import JSON, Leadership, NodeInfo, TenantQueueStats, WorkerInfo
 
 # --- the cluster's state ----------------------------------------------------------------------
 
@@ -57,6 +57,8 @@ class ClusterStats:
     """Nodes that heartbeated recently (live)."""
     leader: Leadership | None
     """The current, unexpired leadership."""
+    queues: list[TenantQueueStats] = field(default_factory=list)
+    """Due, in-flight and throttled runs per tenant and queue (``AsyncApp.tenant_stats``)."""
 
     def tenant(self, tenant: str) -> TenantCounts:
         for counts in self.tenants:

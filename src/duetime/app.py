@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields as dataclass_fields
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, TypeVar
@@ -829,10 +830,12 @@ class AsyncApp:
 
     async def cluster_stats(self) -> ClusterStats:
         """The whole cluster's queues now (every tenant): due, running and dead runs, expired
-        leases, overdue jobs, live workers and nodes, the leader. Metrics gauges read this."""
+        leases, overdue jobs, live workers and nodes, the leader, and per tenant and queue
+        the due, in-flight and throttled runs. Metrics gauges read this."""
         now = await self.store.db_now()
         live_after = now - timedelta(seconds=self.settings.worker_stale_after)
-        return await self.store.stats_snapshot(StatsParams(live_after=live_after, now=now))
+        stats = await self.store.stats_snapshot(StatsParams(live_after=live_after, now=now))
+        return replace(stats, queues=await self.store.tenant_stats(now))
 
     async def timeline(self, *, window: float = 3600.0, step: float = 60.0) -> Timeline:
         """This tenant's activity over the last ``window`` seconds in buckets of ``step``:

@@ -9,9 +9,9 @@
   the store when ``/metrics`` is scraped, at most once per ``max_age`` seconds; every process
   exports the same values, so aggregate them with ``max``, never ``sum``.
 
-Label cardinality stays bounded: labels are ``tenant``, ``task``, ``reason`` and ``outcome``
-(never run ids or job names), and past :data:`MAX_TENANTS` tenants or :data:`MAX_TASKS` tasks
-further values are reported as ``_other``.
+Label cardinality stays bounded: labels are ``tenant``, ``task``, ``queue``, ``reason`` and
+``outcome`` (never run ids or job names), and past :data:`MAX_TENANTS` tenants,
+:data:`MAX_TASKS` tasks or :data:`MAX_QUEUES` queues further values are reported as ``_other``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ log = logging.getLogger("duetime.metrics")
 
 MAX_TENANTS = 200
 MAX_TASKS = 500
+MAX_QUEUES = 100
 OTHER = "_other"
 
 LAG_BUCKETS = (
@@ -223,6 +224,7 @@ class ClusterCollector(Collector):
         self._read_at = 0.0
         self._lock = asyncio.Lock()
         self._tenant = _Bounded(MAX_TENANTS)
+        self._queue = _Bounded(MAX_QUEUES)
 
     async def refresh(self, source: StatsSource, *, max_age: float) -> None:
         async with self._lock:
@@ -271,6 +273,7 @@ class ClusterCollector(Collector):
             running.add_metric([tenant], n_running)
             dead.add_metric([tenant], n_dead)
         yield from (due, oldest, running, dead)
+        yield from self._queues(stats)
         yield GaugeMetricFamily(
             "duetime_runs_due_oldest_age_max_seconds",
             "Age of the oldest due-but-not-started run of any tenant.",
@@ -314,6 +317,42 @@ class ClusterCollector(Collector):
             "1 while a node holds an unexpired leadership.",
             value=0 if stats.leader is None else 1,
         )
+
+    def _queues(self, stats: ClusterStats) -> Iterator[Metric]:
+        """Per tenant and queue: due depth, oldest due age, in flight, throttled by quota."""
+        labels = ["tenant", "queue"]
+        due = GaugeMetricFamily(
+            "duetime_queue_due", "Runs due and not claimed, per tenant and queue.", labels=labels
+        )
+        oldest = GaugeMetricFamily(
+            "duetime_queue_due_oldest_age_seconds",
+            "How long the oldest due run has been available, per tenant and queue.",
+            labels=labels,
+        )
+        in_flight = GaugeMetricFamily(
+            "duetime_queue_in_flight",
+            "Runs claimed and not finished (claimed ahead or started), per tenant and queue.",
+            labels=labels,
+        )
+        throttled = GaugeMetricFamily(
+            "duetime_queue_throttled",
+            "Due runs held back by their tenant's quota right now, per tenant and queue.",
+            labels=labels,
+        )
+        folded: dict[tuple[str, str], list[float]] = {}
+        for q in stats.queues:
+            key = (self._tenant(q.tenant), self._queue(q.queue))
+            values = folded.setdefault(key, [0, 0, 0, 0])
+            values[0] += q.due
+            values[1] = max(values[1], q.oldest_due_age)
+            values[2] += q.in_flight
+            values[3] += q.throttled
+        for key, (n_due, age, n_in_flight, n_throttled) in sorted(folded.items()):
+            due.add_metric(list(key), n_due)
+            oldest.add_metric(list(key), age)
+            in_flight.add_metric(list(key), n_in_flight)
+            throttled.add_metric(list(key), n_throttled)
+        yield from (due, oldest, in_flight, throttled)
 
 
 _default: Metrics | None = None

@@ -34,6 +34,7 @@ def test_create_returns_the_full_job(server: ServerProcess, keys: Keys) -> None:
             payload={"ledger": "eu"},
             retry={"max_attempts": 5, "backoff_base": 2},
             priority=7,
+            jitter=2.5,
             timeout=30,
             misfire="skip",
             misfire_grace=10,
@@ -71,6 +72,7 @@ def test_create_returns_the_full_job(server: ServerProcess, keys: Keys) -> None:
         10.0,
     )
     assert (job["overlap"], job["max_concurrency"], job["queue"]) == ("allow", 3, "billing")
+    assert job["jitter"] == 2.5
     assert job["tags"] == ["nightly", "eu"]
     assert job["metadata"] == {"owner": "ops"}
     assert job["payload"] == {"ledger": "eu"}
@@ -116,6 +118,10 @@ def test_create_errors(server: ServerProcess, keys: Keys) -> None:
         problem(c.post("/jobs", json={**base, "every": "PT"}), 422, "every")
         problem(c.post("/jobs", json={**base, "every": 5, "tz": "Mars/Base"}), 422, "tz")
         problem(c.post("/jobs", json={**base, "every": 5, "priority": "high"}), 422, "priority")
+        problem(c.post("/jobs", json={**base, "every": 5, "priority": 1001}), 422, "priority")
+        problem(c.post("/jobs", json={**base, "every": 5, "priority": -1001}), 422, "priority")
+        problem(c.post("/jobs", json={**base, "every": 5, "jitter": -1}), 422, "jitter")
+        problem(c.post("/jobs", json={**base, "every": 5, "jitter": 3601}), 422, "jitter")
         problem(
             c.post("/jobs", json={**base, "every": 5, "retry": {"max_attempts": 0}}),
             422,
@@ -244,6 +250,7 @@ def test_trigger_is_idempotent_per_key(server: ServerProcess, keys: Keys) -> Non
         assert plain[0]["payload"] == {"from": "job"}
         prioritised = ok(c.post(url, json={"priority": 9}), 201)
         assert prioritised["priority"] == 9
+        problem(c.post(url, json={"priority": 5000}), 422, "priority")
         problem(c.post(url, headers={"Idempotency-Key": "x" * 201}), 422, "Idempotency-Key")
         problem(c.post(url, json={"payload": 1, "extra": True}), 422, "extra")
         ok(c.post(f"/jobs/{job['id']}/pause"))

@@ -179,3 +179,40 @@ async def test_metrics_port_serves_the_exposition(store_url: str) -> None:
         await asyncio.wait_for(task, 10)
     finally:
         await app.close()
+
+
+async def test_queue_gauges_per_tenant_and_queue(store_url: str) -> None:
+    """Due depth, oldest due age, in flight and throttled per (tenant, queue), read from a real
+    store: the tenant's in-flight quota holds its remaining due runs back."""
+    tenant = "metrics-queues"
+    app = await open_app(store_url, tenant=tenant)
+    try:
+        for i in range(3):
+            await app.schedule(
+                f"short-{i}", task="q.t", now=True, queue="short", allow_unregistered=True
+            )
+        await app.schedule("long", task="q.t", now=True, queue="long", allow_unregistered=True)
+        await app.materializer().run_once()
+        await app.tenant_limits_set(max_in_flight=1)
+        claimed = await app.store.runs_claim(
+            RunsClaimParams(
+                worker_id="w", tasks=["q.t"], limit=10, lease_ttl=60, lookahead=0, queues=["long"]
+            )
+        )
+        assert len(claimed) == 1
+
+        registry = Metrics(CollectorRegistry())
+        await registry.refresh(app.cluster_stats, max_age=0)
+
+        def gauge(name: str, queue: str) -> float | None:
+            return registry.registry.get_sample_value(name, {"tenant": tenant, "queue": queue})
+
+        assert gauge("duetime_queue_due", "short") == 3
+        assert gauge("duetime_queue_throttled", "short") == 3  # the one in flight is the limit
+        assert gauge("duetime_queue_in_flight", "short") == 0
+        assert gauge("duetime_queue_in_flight", "long") == 1
+        assert gauge("duetime_queue_due", "long") == 0
+        assert (gauge("duetime_queue_due_oldest_age_seconds", "short") or 0) >= 0
+        assert gauge("duetime_queue_due_oldest_age_seconds", "long") == 0
+    finally:
+        await app.close()

@@ -79,6 +79,7 @@ def _current(job: Job) -> dict[str, Any]:
         "payload": job.payload,
         "retry": job.retry,
         "priority": job.priority,
+        "jitter": job.jitter,
         "timeout": job.timeout,
         "misfire": job.misfire_policy,
         "misfire_grace": job.misfire_grace,

@@ -33,10 +33,10 @@ from duetime._types import (
     ScheduleKind,
 )
 from duetime.errors import NotFound, ValidationError
+from duetime.registration import MAX_JITTER, PRIORITY_MAX, PRIORITY_MIN
 
 NO_NUL = r"^[^\x00]*$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
-INT32 = 2**31 - 1
 MAX_SECONDS = 10 * 366 * 86400.0
 """Longest duration accepted anywhere (ten years): longer ones overflow date arithmetic."""
 
@@ -46,7 +46,7 @@ Text = Annotated[str, StringConstraints(max_length=4000, pattern=NO_NUL)]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-Priority = Annotated[int, Field(ge=-INT32, le=INT32)]
+Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
 
 
 class _Body(BaseModel):
@@ -169,7 +169,16 @@ class JobFields(_Body):
     )
     payload: Any = Field(default=None, description="JSON handed to each run.")
     retry: RetryIn | None = None
-    priority: Priority = Field(default=0, description="Higher runs first.")
+    priority: Priority = Field(
+        default=0,
+        description=f"{PRIORITY_MIN} to {PRIORITY_MAX}, higher runs first; a run that waits "
+        "rises by aging (docs/fairness.md).",
+    )
+    jitter: Annotated[float, Field(ge=0, le=MAX_JITTER, allow_inf_nan=False)] = Field(
+        default=0.0,
+        description="Seconds: each run becomes available up to this much after its scheduled "
+        "instant (deterministic per job and occurrence; `scheduled_for` does not move).",
+    )
     timeout: PositiveSeconds | None = Field(default=None, description="Seconds per attempt.")
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     misfire_grace: Seconds | None = Field(
@@ -322,6 +331,7 @@ class JobOut(BaseModel):
     payload: Any
     retry: RetryOut
     priority: int
+    jitter: float = 0.0
     timeout: float | None
     misfire: MisfirePolicy
     misfire_grace: float
@@ -357,6 +367,7 @@ class JobOut(BaseModel):
                 backoff_cap=job.retry.backoff_cap,
             ),
             priority=job.priority,
+            jitter=job.jitter,
             timeout=job.timeout,
             misfire=job.misfire_policy,
             misfire_grace=job.misfire_grace,

@@ -51,7 +51,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 

@@ -9,9 +9,6 @@ DROP INDEX runs_ready;
 CREATE INDEX runs_keyed_ready ON runs (tenant, queue, priority, available_at)
     WHERE state = 'scheduled' AND concurrency_key IS NOT NULL;
 
--- Runs in flight per tenant: the claim's rounds (counted up to 1000) and the in-flight quota.
-CREATE INDEX runs_running_tenant ON runs (tenant) WHERE state = 'running';
-
 -- A tenant's token bucket for max_starts_per_second (NULL: full), updated by the claims that
 -- start its runs, under the tenant's advisory lock.
 ALTER TABLE tenants ADD COLUMN bucket_tokens double precision;
