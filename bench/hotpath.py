@@ -26,8 +26,10 @@ from duetime.store.base import (
     RunCompletion,
     RunsClaimParams,
     RunsCompleteParams,
+    RunsStartParams,
     RunStartParams,
 )
+from duetime.store.postgres.longruns import completion_columns
 from duetime.store.sqlfile import load_queries
 
 PHASES = ("claim", "build", "complete")
@@ -119,9 +121,10 @@ async def _materialize(url: str, jobs: int) -> dict[str, float]:
     }
 
 
-async def _run_start(url: str, count: int) -> dict[str, float]:
-    """Claim ``count`` runs ahead (due in 60 s) and start them one by one, as the worker does
-    for every run claimed ahead (fire accuracy's path)."""
+async def _run_start(url: str, count: int, batch: int) -> dict[str, dict[str, float]]:
+    """Claim ``count`` runs ahead (due in 60 s) and start them as a worker would: the first
+    half one at a time (``run_start``), the second half in batches (``runs_start``, what the
+    worker's starter sends at 1,600 fires/s)."""
     store = create_store(url)
     await store.open()
     try:
@@ -134,16 +137,30 @@ async def _run_start(url: str, count: int) -> dict[str, float]:
                 lookahead=120.0,
             )
         )
-        start = time.perf_counter(), time.process_time(), postgres_cpu_seconds()
-        for c in claimed:
-            await store.run_start(RunStartParams(run_id=c.run.id, token=c.run.token))
-        n = max(len(claimed), 1)
-        return {
-            "n": len(claimed),
-            "wall": (time.perf_counter() - start[0]) / n * 1e6,
-            "cpu": (time.process_time() - start[1]) / n * 1e6,
-            "pg": (postgres_cpu_seconds() - start[2]) / n * 1e6,
-        }
+        half = len(claimed) // 2
+        single, batched = claimed[:half], claimed[half:]
+
+        async def one_at_a_time() -> None:
+            for c in single:
+                await store.run_start(RunStartParams(run_id=c.run.id, token=c.run.token))
+
+        async def in_batches() -> None:
+            for i in range(0, len(batched), batch):
+                chunk = batched[i : i + batch]
+                await store.runs_start(RunsStartParams([(c.run.id, c.run.token) for c in chunk]))
+
+        out = {}
+        for name, how, n in (("single", one_at_a_time, half), ("batch", in_batches, len(batched))):
+            start = time.perf_counter(), time.process_time(), postgres_cpu_seconds()
+            await how()
+            n = max(n, 1)
+            out[name] = {
+                "n": n,
+                "wall": (time.perf_counter() - start[0]) / n * 1e6,
+                "cpu": (time.process_time() - start[1]) / n * 1e6,
+                "pg": (postgres_cpu_seconds() - start[2]) / n * 1e6,
+            }
+        return out
     finally:
         await store.close()
 
@@ -188,24 +205,20 @@ def complete_plan(url: str, batch: int) -> str:
         cur = conn.execute(claim_query, claim)  # type: ignore[arg-type]
         names = [d.name for d in cur.description or []]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        n = len(rows)
-        params: dict[str, Any] = {
-            "now": None,
-            "run_id": [r["id"] for r in rows],
-            "token": [r["token"] for r in rows],
-            "next_state": ["succeeded"] * n,
-            "available_at": [None] * n,
-            "reason": [None] * n,
-            "error_class": [None] * n,
-            "error_message": [None] * n,
-            "worker_id": ["explain"] * n,
-            "number": [r["attempt"] for r in rows],
-            "claimed_at": [r["claimed_at"] for r in rows],
-            "started_at": [r["started_at"] for r in rows],
-            "outcome": ["succeeded"] * n,
-            "completes_job": [False] * n,
-            "refund_attempt": [False] * n,
-        }
+        completions = [
+            RunCompletion(
+                run_id=r["id"],
+                token=r["token"],
+                worker_id="explain",
+                attempt=r["attempt"],
+                claimed_at=r["claimed_at"],
+                started_at=r["started_at"],
+                outcome=AttemptOutcome.SUCCEEDED,
+                next_state=RunState.SUCCEEDED,
+            )
+            for r in rows
+        ]
+        params: dict[str, Any] = {"now": None, **completion_columns(completions)}
         plan = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS) " + queries["runs_complete"],  # type: ignore[operator]
             params,
@@ -242,7 +255,7 @@ def main() -> None:
             "UPDATE runs SET available_at = clock_timestamp() + interval '60 seconds' "
             "WHERE state = 'scheduled'"
         )
-        starts = asyncio.run(_run_start(db.url, args.starts))
+        starts = asyncio.run(_run_start(db.url, args.starts, args.batch))
     finally:
         db.drop()
     lines = [f"N={args.runs:,}, batch {args.batch}, one process, no workers; µs per run:"]
@@ -263,11 +276,13 @@ def main() -> None:
         f"{materialize['per_s']:,.0f} runs/s; per job wall {materialize['wall']:.1f} µs, "
         f"scheduler CPU {materialize['cpu']:.1f} µs, PostgreSQL CPU {materialize['pg']:.1f} µs"
     )
-    lines.append(
-        f"  run_start one at a time ({starts['n']:,} runs claimed ahead): per run wall "
-        f"{starts['wall']:.1f} µs, this process CPU {starts['cpu']:.1f} µs, PostgreSQL CPU "
-        f"{starts['pg']:.1f} µs → {1e6 / starts['wall']:,.0f} starts/s on one connection"
-    )
+    for name, label in (("single", "run_start one at a time"), ("batch", "runs_start batched")):
+        t = starts[name]
+        lines.append(
+            f"  {label} ({t['n']:,} runs claimed ahead): per run wall {t['wall']:.1f} µs, "
+            f"this process CPU {t['cpu']:.1f} µs, PostgreSQL CPU {t['pg']:.1f} µs → "
+            f"{1e6 / t['wall']:,.0f} starts/s on one connection"
+        )
     trend = per_run["claim_trend"]
     lines.append(
         f"  claim wall per run, first tenth of the batches {trend['first']:.1f} µs, last tenth "

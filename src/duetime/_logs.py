@@ -37,9 +37,10 @@ class _RunLike(Protocol):
     def token(self) -> int: ...
 
 
-_current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[_RunLike | None] = contextvars.ContextVar(
     "duetime_run", default=None
 )
+"""The run the current task is about; its fields are read only when a line is logged."""
 
 
 def run_fields(run: _RunLike) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def run_fields(run: _RunLike) -> dict[str, Any]:
 @contextlib.contextmanager
 def bind_run(run: _RunLike) -> Iterator[None]:
     """Lines logged inside this block are about ``run``."""
-    token = _current.set(run_fields(run))
+    token = _current.set(run)
     try:
         yield
     finally:
@@ -64,16 +65,16 @@ def bind_run(run: _RunLike) -> Iterator[None]:
 
 def set_run(run: _RunLike) -> None:
     """The rest of the current task (its context) is about ``run``."""
-    _current.set(run_fields(run))
+    _current.set(run)
 
 
 class RunContextFilter(logging.Filter):
     """Adds the bound run's fields to each record (unless the call passed them in ``extra``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        fields = _current.get()
-        if fields:
-            for key, value in fields.items():
+        run = _current.get()
+        if run is not None:
+            for key, value in run_fields(run).items():
                 if not hasattr(record, key):
                     setattr(record, key, value)
         return True

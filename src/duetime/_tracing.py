@@ -9,6 +9,7 @@ one check per call.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,13 +21,28 @@ except ImportError:  # pragma: no cover
 TRACER_NAME = "duetime"
 
 
+_RECHECK_AFTER = 1.0
+_known: tuple[bool, float] = (False, float("-inf"))
+
+
 def enabled() -> bool:
-    """True when spans would go somewhere: a real (non-proxy, non-no-op) tracer provider."""
+    """True when spans would go somewhere: a real (non-proxy, non-no-op) tracer provider.
+
+    OpenTelemetry sets the global provider once: a positive answer is kept; a negative one is
+    asked again after a second (an application may configure tracing after start-up)."""
+    global _known
     if _trace is None:
         return False
+    answer, checked_at = _known
+    if answer:
+        return True
+    now = time.monotonic()
+    if now - checked_at < _RECHECK_AFTER:
+        return False
     provider = _trace.get_tracer_provider()
-    name = type(provider).__name__
-    return name not in ("ProxyTracerProvider", "NoOpTracerProvider")
+    answer = type(provider).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider")
+    _known = (answer, now)
+    return answer
 
 
 @contextlib.contextmanager

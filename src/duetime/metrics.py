@@ -111,6 +111,7 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._tenant = _Bounded(max_tenants)
         self._task = _Bounded(max_tasks)
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         r = self.registry
         tt = ("tenant", "task")
         self.runs_materialized = Counter(
@@ -173,34 +174,43 @@ class Metrics:
     def labels(self, tenant: str, task: str) -> tuple[str, str]:
         return self._tenant(tenant), self._task(task)
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: prometheus_client's lookup is costly per run."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def materialized(self, tenant: str, task: str, scheduled_for: datetime, now: datetime) -> None:
         t, k = self.labels(tenant, task)
-        self.runs_materialized.labels(t, k).inc()
-        self.schedule_lag.labels(t).observe(max(0.0, (now - scheduled_for).total_seconds()))
+        self._child(self.runs_materialized, t, k).inc()
+        lag = max(0.0, (now - scheduled_for).total_seconds())
+        self._child(self.schedule_lag, t).observe(lag)
 
     def skipped(self, tenant: str, task: str, reason: str, count: int = 1) -> None:
         t, k = self.labels(tenant, task)
-        self.runs_skipped.labels(t, k, reason or "unknown").inc(count)
+        self._child(self.runs_skipped, t, k, reason or "unknown").inc(count)
 
     def started(self, tenant: str, task: str, due_at: datetime, started_at: datetime) -> None:
         t, k = self.labels(tenant, task)
-        self.runs_started.labels(t, k).inc()
-        self.fire_lag.labels(t).observe(max(0.0, (started_at - due_at).total_seconds()))
+        self._child(self.runs_started, t, k).inc()
+        self._child(self.fire_lag, t).observe(max(0.0, (started_at - due_at).total_seconds()))
 
     def attempt_ended(
         self, tenant: str, task: str, outcome: str, duration: float | None = None
     ) -> None:
         t, k = self.labels(tenant, task)
-        self.attempts.labels(t, k, outcome).inc()
+        self._child(self.attempts, t, k, outcome).inc()
         if duration is not None and duration >= 0:
-            self.duration.labels(t, k).observe(duration)
+            self._child(self.duration, t, k).observe(duration)
 
     def run_ended(self, tenant: str, task: str, state: str, reason: str | None = None) -> None:
         t, k = self.labels(tenant, task)
         if state == "succeeded":
-            self.runs_succeeded.labels(t, k).inc()
+            self._child(self.runs_succeeded, t, k).inc()
         elif state == "dead":
-            self.runs_dead.labels(t, k, reason or "unknown").inc()
+            self._child(self.runs_dead, t, k, reason or "unknown").inc()
 
     # --- exposition -----------------------------------------------------------------------
 

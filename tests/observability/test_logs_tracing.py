@@ -112,6 +112,7 @@ async def test_spans_around_claim_execute_and_complete(
     monkeypatch.setattr(
         _tracing._trace, "get_tracer", lambda name, *a, **k: provider.get_tracer(name)
     )
+    monkeypatch.setattr(_tracing, "_known", (False, float("-inf")))  # forget the last answer
     assert _tracing.enabled()
 
     app = await open_app(store_url)

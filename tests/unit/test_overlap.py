@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import uuid
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from duetime._types import OverlapPolicy, RunTrigger
-from duetime.store._overlap import Candidate, decide
+from duetime.store._overlap import (
+    Candidate,
+    StartCandidate,
+    StartVerdict,
+    decide,
+    decide_start,
+    plan_starts,
+)
 
 
 def cand(
@@ -74,3 +84,56 @@ def test_a_concurrency_key_is_one_limit_across_jobs() -> None:
 def test_capacity_bounds_the_claim() -> None:
     runs = [cand(f"job:{i}", OverlapPolicy.SKIP) for i in range(5)]
     assert len(decide(runs, {}, 3).claim) == 3
+
+
+# --- a batch of starts (runs claimed ahead, at their instant) ---------------------------------
+
+_policies = st.sampled_from(list(OverlapPolicy))
+_start_candidates = st.lists(
+    st.builds(
+        lambda key, policy, trigger, limit: StartCandidate(
+            uuid.uuid4(), 1, key, policy, trigger, limit
+        ),
+        st.sampled_from(["job:a", "job:b", "key:c"]),
+        _policies,
+        st.sampled_from(list(RunTrigger)),
+        st.integers(0, 3),
+    ),
+    max_size=12,
+)
+
+
+@given(
+    _start_candidates,
+    st.dictionaries(st.sampled_from(["job:a", "job:b", "key:c"]), st.integers(0, 3)),
+)
+def test_a_batch_of_starts_is_judged_as_if_started_one_after_another(
+    candidates: list[StartCandidate], running: dict[str, int]
+) -> None:
+    plan = plan_starts(candidates, running)
+    replacing = {c.key for c in candidates if c.policy is OverlapPolicy.REPLACE}
+    assert plan.replace == [c for c in candidates if c.key in replacing]
+    counts = dict(running)
+    expected: dict[str, list[StartCandidate]] = {"start": [], "skip": [], "defer": []}
+    for c in candidates:
+        if c.key in replacing:
+            continue
+        verdict = decide_start(c.policy, c.trigger, c.max_concurrency, counts.get(c.key, 0))
+        assert verdict is not StartVerdict.REPLACE
+        expected[verdict.value].append(c)
+        if verdict is StartVerdict.START:
+            counts[c.key] = counts.get(c.key, 0) + 1
+    assert (plan.start, plan.skip, plan.defer) == (
+        expected["start"],
+        expected["skip"],
+        expected["defer"],
+    )
+
+
+def test_two_runs_of_a_skip_job_at_one_instant_start_one_and_skip_the_other() -> None:
+    first, second = (
+        StartCandidate(uuid.uuid4(), 1, "job:a", OverlapPolicy.SKIP, RunTrigger.SCHEDULE, 1)
+        for _ in range(2)
+    )
+    plan = plan_starts([first, second], {})
+    assert (plan.start, plan.skip, plan.defer) == ([first], [second], [])

@@ -305,3 +305,40 @@ async def test_a_sync_task_cannot_use_the_transaction(pg_app: AsyncApp) -> None:
     assert final.state is RunState.DEAD
     assert final.last_error_class == "duetime.errors.UnsupportedFeature"
     assert "async task" in (final.last_error_message or "")
+
+
+# --- outcomes that are hard to store -----------------------------------------------------------
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for you")
+
+
+@pytest.mark.parametrize(
+    ("exc", "stored"),
+    [
+        pytest.param(RuntimeError("nul\x00byte"), "nul\\x00byte", id="nul"),
+        pytest.param(
+            RuntimeError("lone \udc80 surrogate"), "lone \\udc80 surrogate", id="surrogate"
+        ),
+        pytest.param(_Unprintable(), "<unprintable ", id="broken-str"),
+    ],
+)
+async def test_a_failure_whose_message_no_database_takes_is_still_recorded(
+    app: AsyncApp, exc: Exception, stored: str
+) -> None:
+    """No text column takes NUL or a lone surrogate: the message is escaped, so the outcome is
+    written (not retried forever, blocking the other completions of its batch)."""
+
+    @app.task("odd.fail")
+    async def fail(ctx: Any) -> None:
+        raise exc
+
+    await app.schedule("j", task="odd.fail", at=FAR, retry=Retry(max_attempts=1))
+    run = await app.trigger("j")
+    async with serving(app):
+        final = await settled(app, run.id)
+    assert final.state is RunState.DEAD
+    assert final.last_error_message is not None
+    assert final.last_error_message.startswith(stored)

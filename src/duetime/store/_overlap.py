@@ -110,3 +110,49 @@ def decide_start(
     if policy is OverlapPolicy.ALLOW and (not max_concurrency or running < max_concurrency):
         return StartVerdict.START
     return StartVerdict.DEFER
+
+
+@dataclass(frozen=True, slots=True)
+class StartCandidate:
+    """A run claimed ahead, at its instant, with its overlap key (for :func:`plan_starts`)."""
+
+    id: uuid.UUID
+    token: int
+    key: str
+    policy: OverlapPolicy
+    trigger: RunTrigger
+    max_concurrency: int
+
+
+@dataclass(slots=True)
+class StartPlan:
+    start: list[StartCandidate] = field(default_factory=list)
+    skip: list[StartCandidate] = field(default_factory=list)
+    defer: list[StartCandidate] = field(default_factory=list)
+    replace: list[StartCandidate] = field(default_factory=list)
+    """Left to the one-run path, in order: every run of a key that has a ``replace`` run in
+    the batch (a replace cancels the key's running runs, then starts; the policy is rare)."""
+
+
+def plan_starts(candidates: Sequence[StartCandidate], running: Mapping[str, int]) -> StartPlan:
+    """:func:`decide_start` for a batch, in order: a run the batch starts counts as running for
+    the later runs of its key, exactly as if each had been started alone, one after another.
+    ``running`` counts each key's started runs (none of the batch); the caller holds the keys'
+    locks. Keys with a ``replace`` run are left to the one-run path (:attr:`StartPlan.replace`).
+    """
+    plan = StartPlan()
+    counts = dict(running)
+    replacing = {c.key for c in candidates if c.policy is OverlapPolicy.REPLACE}
+    for c in candidates:
+        if c.key in replacing:
+            plan.replace.append(c)
+            continue
+        verdict = decide_start(c.policy, c.trigger, c.max_concurrency, counts.get(c.key, 0))
+        if verdict is StartVerdict.START:
+            plan.start.append(c)
+            counts[c.key] = counts.get(c.key, 0) + 1
+        elif verdict is StartVerdict.SKIP:
+            plan.skip.append(c)
+        else:
+            plan.defer.append(c)
+    return plan

@@ -43,6 +43,24 @@ from duetime.store.base import ClaimedRun, PlannedSkip
 Row = Mapping[str, Any]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+# value → member by dict: calling an Enum class to look a value up costs more than the rest of
+# a row's decoding on the claim path
+_RUN_STATES = {member.value: member for member in RunState}
+_TRIGGERS = {member.value: member for member in RunTrigger}
+_DELIVERIES = {member.value: member for member in DeliveryMode}
+_RETRY_POLICIES: dict[tuple[int, float, float, float], RetryPolicy] = {}
+
+
+def _retry_policy(max_attempts: int, base: float, factor: float, cap: float) -> RetryPolicy:
+    """Equal policies shared (they are frozen); at most a few thousand distinct ones kept."""
+    key = (max_attempts, base, factor, cap)
+    policy = _RETRY_POLICIES.get(key)
+    if policy is None:
+        policy = RetryPolicy(max_attempts, base, factor, cap)
+        if len(_RETRY_POLICIES) < 4096:
+            _RETRY_POLICIES[key] = policy
+    return policy
+
 
 class Codec(Protocol):
     def instant(self, value: Any) -> datetime | None: ...
@@ -71,7 +89,9 @@ class NativeCodec:
 
     @staticmethod
     def instant(value: Any) -> datetime | None:
-        return None if value is None else value.astimezone(UTC)
+        if value is None or value.tzinfo is UTC:  # UTC sessions (store/postgres/store.py)
+            return value
+        return value.astimezone(UTC)
 
     @staticmethod
     def uuid(value: Any) -> uuid.UUID:
@@ -161,7 +181,7 @@ def run_from_row(row: Row, c: Codec) -> Run:
         payload=c.json(row["payload"]),
         scheduled_for=_required(c, row["scheduled_for"]),
         available_at=_required(c, row["available_at"]),
-        state=RunState(row["state"]),
+        state=_RUN_STATES[row["state"]],
         priority=row["priority"],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
@@ -171,7 +191,7 @@ def run_from_row(row: Row, c: Codec) -> Run:
         claimed_at=c.instant(row["claimed_at"]),
         started_at=c.instant(row["started_at"]),
         finished_at=c.instant(row["finished_at"]),
-        trigger=RunTrigger(row["trigger"]),
+        trigger=_TRIGGERS[row["trigger"]],
         idempotency_key=row["idempotency_key"],
         reason=row["reason"],
         last_error_class=row["last_error_class"],
@@ -190,13 +210,10 @@ def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
     return ClaimedRun(
         run=run_from_row(row, c),
         timeout=row["timeout_s"],
-        retry=RetryPolicy(
-            max_attempts=row["max_attempts"],
-            backoff_base=row["backoff_base"],
-            backoff_factor=row["backoff_factor"],
-            backoff_cap=row["backoff_cap"],
+        retry=_retry_policy(
+            row["max_attempts"], row["backoff_base"], row["backoff_factor"], row["backoff_cap"]
         ),
-        delivery=DeliveryMode(row["delivery"]),
+        delivery=_DELIVERIES[row["delivery"]],
         one_shot=bool(row["one_shot"]),
     )
 

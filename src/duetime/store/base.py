@@ -270,6 +270,20 @@ class RunStartParams:
 
 
 @dataclass(frozen=True, slots=True)
+class RunsStartParams:
+    """Start a batch of claimed-ahead ``runs`` ((id, token) pairs) in one transaction: each
+    exactly as :class:`RunStartParams` would — fenced by token, only while still ``running``,
+    not yet started, its lease not lapsed and its job able to run (active or completed, or
+    paused and the run is a manual trigger), judged by its overlap policy when it has an
+    overlap key (it may be skipped, deferred, or replace the key's running runs); the lease is
+    renewed for ``lease_ttl`` seconds when given. Returns the ids of the runs that started."""
+
+    runs: Sequence[tuple[uuid.UUID, int]]
+    now: datetime | None = None
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunsHeartbeatParams:
     """Extend the leases of ``runs`` ((id, token) pairs) held by ``worker_id``."""
 
@@ -664,8 +678,15 @@ class Store(Protocol):
         ...
 
     async def run_start(self, params: RunStartParams) -> bool: ...
+    async def runs_start(self, params: RunsStartParams) -> set[uuid.UUID]:
+        """The ids of the runs that started; the others must not run (see RunsStartParams)."""
+        ...
+
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
-        """Returns the ids whose lease was extended; the rest were lost."""
+        """Returns the ids the worker still holds (same token, running, its lease); the rest
+        were lost. Their leases are extended, but a store may leave a run whose row another
+        statement has locked at that moment (a start or completion under way) for the next
+        heartbeat rather than wait for it: a heartbeat never blocks, so never deadlocks."""
         ...
 
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:

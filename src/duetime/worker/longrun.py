@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -152,35 +151,53 @@ class RunSession:
         self.delivery = delivery
         self._loop = loop
         self._request_heartbeat = request_heartbeat
+        self._lease_ttl = lease_ttl
         self._wait_limit = 2 * lease_ttl
-        self._cancelled = threading.Event()
+        # a plain flag, set from the loop and read from a task thread: a cancel is seen at the
+        # task's next look, which is all ctx.cancelled promises
+        self._cancelled = False
         self._closed = False
         self._tx: ExactlyOnceTx | None = None
-        self._tx_lock = asyncio.Lock()
-        transient = store.transient_errors
-        self._progress: _LatestWriter[tuple[float, str | None]] = _LatestWriter(
-            "progress",
-            self._write_progress,
-            transient=transient,
-            give_up_after=lease_ttl,
+        self._tx_lock: asyncio.Lock | None = None
+        # made on first use: most attempts report nothing, and a session is made per attempt
+        self._progress_writer: _LatestWriter[tuple[float, str | None]] | None = None
+        self._checkpoint_writer: _LatestWriter[str] | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing was reported and no transaction opened: ending the attempt needs no I/O."""
+        writers = (self._progress_writer, self._checkpoint_writer)
+        return writers == (None, None) and self._tx is None
+
+    def _writer(self, name: str, write: Callable[[Any], Awaitable[bool]]) -> _LatestWriter[Any]:
+        return _LatestWriter(
+            name,
+            write,
+            transient=self.store.transient_errors,
+            give_up_after=self._lease_ttl,
             on_refused=self._refused,
         )
-        self._checkpoint: _LatestWriter[str] = _LatestWriter(
-            "checkpoint",
-            self._write_checkpoint,
-            transient=transient,
-            give_up_after=lease_ttl,
-            on_refused=self._refused,
-        )
+
+    @property
+    def _progress(self) -> _LatestWriter[tuple[float, str | None]]:
+        if self._progress_writer is None:
+            self._progress_writer = self._writer("progress", self._write_progress)
+        return self._progress_writer
+
+    @property
+    def _checkpoint(self) -> _LatestWriter[str]:
+        if self._checkpoint_writer is None:
+            self._checkpoint_writer = self._writer("checkpoint", self._write_checkpoint)
+        return self._checkpoint_writer
 
     # --- called by the task (any thread) ---------------------------------------------------
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def progress(self, fraction: float, message: str | None) -> None:
-        self._on_loop_soon(self._progress.submit, (fraction, message))
+        self._on_loop_soon(self._submit_progress, (fraction, message))
 
     def checkpoint(self, encoded: str) -> None:
         if self._in_loop():
@@ -193,20 +210,22 @@ class RunSession:
         try:
             future = asyncio.run_coroutine_threadsafe(self._checkpoint_wait(encoded), self._loop)
         except RuntimeError:  # the worker's loop is gone: this thread was abandoned
-            self._cancelled.set()
+            self._cancelled = True
             return
         try:  # bounded: writes give up after a lease; a stopped loop never answers
             future.result(timeout=self._wait_limit)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            self._cancelled.set()
+            self._cancelled = True
 
     def heartbeat(self) -> None:
         self._on_loop_soon(self._request_heartbeat)
 
     async def flush(self) -> bool:
-        progress = await self._progress.wait()
-        checkpoint = await self._checkpoint.wait()
+        progress = True if self._progress_writer is None else await self._progress_writer.wait()
+        checkpoint = (
+            True if self._checkpoint_writer is None else await self._checkpoint_writer.wait()
+        )
         return progress and checkpoint
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -226,6 +245,8 @@ class RunSession:
     async def _transaction(self) -> AsyncIterator[Any]:
         if self._closed:
             raise RuntimeError("this attempt has ended; its transaction is gone")
+        if self._tx_lock is None:
+            self._tx_lock = asyncio.Lock()
         async with self._tx_lock:
             if self._tx is None:
                 self._tx = await self.store.exactly_once_begin()
@@ -236,7 +257,7 @@ class RunSession:
 
     def signal_cancel(self) -> None:
         """Raise ``ctx.cancelled``; the task should stop."""
-        self._cancelled.set()
+        self._cancelled = True
 
     @property
     def in_transaction(self) -> bool:
@@ -251,12 +272,18 @@ class RunSession:
 
     async def close(self) -> None:
         """The attempt is over: stop the writers, roll back an uncommitted transaction."""
-        self._closed = True
-        self._progress.close()
-        self._checkpoint.close()
+        self.close_writers()
         if self._tx is not None:
             tx, self._tx = self._tx, None
             await tx.rollback()
+
+    def close_writers(self) -> None:
+        """Stop the writers (nothing more is written for this attempt); no I/O."""
+        self._closed = True
+        if self._progress_writer is not None:
+            self._progress_writer.close()
+        if self._checkpoint_writer is not None:
+            self._checkpoint_writer.close()
 
     # --- internals -------------------------------------------------------------------------
 
@@ -274,6 +301,9 @@ class RunSession:
         with contextlib.suppress(RuntimeError):  # the loop is gone: an abandoned thread
             self._loop.call_soon_threadsafe(lambda: None if self._closed else fn(*args))
 
+    def _submit_progress(self, value: tuple[float, str | None]) -> None:
+        self._progress.submit(value)  # on the loop: the writer is made there
+
     async def _checkpoint_wait(self, encoded: str) -> bool:
         if self._closed:
             self._refused()
@@ -281,14 +311,14 @@ class RunSession:
         return await self._checkpoint.wait(self._checkpoint.submit(encoded))
 
     def _refused(self) -> None:
-        if not self._cancelled.is_set():
+        if not self._cancelled:
             log.warning(
                 "run %s: a write of attempt %d (token %d) was refused; the attempt is stale",
                 self.run.id,
                 self.run.attempt,
                 self.run.token,
             )
-        self._cancelled.set()
+        self._cancelled = True
         self._request_heartbeat()
 
     async def _write_progress(self, value: tuple[float, str | None]) -> bool:

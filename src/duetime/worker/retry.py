@@ -28,11 +28,19 @@ def backoff_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None =
 
 
 def error_text(exc: BaseException, limit: int = 2000) -> tuple[str, str]:
+    """The exception's class and message as storable text: at most ``limit`` characters, NUL
+    and lone surrogates (which no database text column takes) escaped, so a task's odd message
+    can never make its outcome unwritable."""
     cls = type(exc)
     name = (
         cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     )
-    return name, str(exc)[:limit]
+    try:
+        message = str(exc)[:limit]
+    except Exception as failure:  # a broken __str__ must not lose the outcome
+        message = f"<unprintable {name}: {type(failure).__name__}>"
+    message = message.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
+    return name, message
 
 
 def after_failure(

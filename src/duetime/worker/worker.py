@@ -7,6 +7,8 @@ Loops (all supervised: if one dies, the worker stops and re-raises):
   re-checking the job), calls the target with a timeout, submits the outcome;
 - heartbeat: extends the leases of runs in flight every ``heartbeat_interval``; a run whose
   lease was lost is cancelled locally (its late outcome would be refused anyway);
+- starter: batched fenced starts of runs claimed ahead (one ``runs_start`` for every run whose
+  instant came while the previous batch was written);
 - completer: batched fenced completions.
 
 Shutdown is two-phase: stop claiming, let running work finish within ``shutdown_grace``, then
@@ -41,7 +43,6 @@ from duetime.store.base import (
     RunsClaimParams,
     RunsHeartbeatParams,
     RunsMisfireParams,
-    RunStartParams,
     Store,
 )
 from duetime.targets.context import RunContext
@@ -51,6 +52,7 @@ from duetime.worker.completer import Completer, CompletionListener
 from duetime.worker.longrun import RunSession
 from duetime.worker.observe import RunObserver
 from duetime.worker.retry import Decision, after_failure, after_success
+from duetime.worker.starter import Starter
 
 log = logging.getLogger("duetime.worker")
 
@@ -105,6 +107,12 @@ class Worker:
         self.completer = Completer(
             store, batch=settings.worker_batch * 5, listener=self.observer.listener(on_complete)
         )
+        self.starter = Starter(
+            store,
+            batch=settings.worker_batch * 5,
+            lease_ttl=settings.lease_ttl,
+            max_lead=settings.worker_lookahead / 4,
+        )
         self._inflight: dict[uuid.UUID, _InFlight] = {}
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
@@ -132,17 +140,19 @@ class Worker:
         except _Stopped:
             return
         completer_stop = asyncio.Event()
+        starter_stop = asyncio.Event()
         loops = [
             asyncio.create_task(self._produce(stop), name="duetime-producer"),
             asyncio.create_task(self._heartbeat(stop), name="duetime-heartbeat"),
         ]
+        starter = asyncio.create_task(self.starter.run(starter_stop), name="duetime-starter")
         completer = asyncio.create_task(
             self.completer.run(completer_stop), name="duetime-completer"
         )
         stopper = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait(
-                [*loops, completer, stopper], return_when=asyncio.FIRST_COMPLETED
+                [*loops, starter, completer, stopper], return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
                 if task is not stopper and task.exception() is not None:
@@ -153,6 +163,11 @@ class Worker:
             for task in loops:
                 task.cancel()
             stopper.cancel()
+            # after the drain, which cancelled the runs waiting to start: a request left (a loop
+            # died) is answered False
+            starter_stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(starter, self.settings.shutdown_grace)
             completer_stop.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(completer, self.settings.shutdown_grace)
@@ -313,7 +328,10 @@ class Worker:
                 self._spawn(claimed)
 
     def _poll_delay(self) -> float:
-        base = min(self.settings.worker_poll_interval, self.settings.worker_lookahead)
+        """Jittered; at most half the lookahead, so every run is claimed at least half a
+        lookahead before its instant (a poll as long as the lookahead claims some just in
+        time, and the claim's own duration makes them late)."""
+        base = min(self.settings.worker_poll_interval, self.settings.worker_lookahead / 2)
         return base * self._rng.uniform(0.8, 1.0)
 
     def _spawn(self, claimed: ClaimedRun) -> None:
@@ -340,51 +358,37 @@ class Worker:
             decision: Decision | None = None
             try:
                 if item.started_at is not None or await self._start_at_instant(item):
-                    with _tracing.span(
-                        "duetime.execute",
-                        **{f"duetime.{k}": v for k, v in _span_fields(run).items()},
-                    ):
+                    if _tracing.enabled():
+                        attributes = {f"duetime.{k}": v for k, v in _span_fields(run).items()}
+                        with _tracing.span("duetime.execute", **attributes):
+                            decision = await self._call(item)
+                    else:
                         decision = await self._call(item)
             except asyncio.CancelledError:
                 session.signal_cancel()
                 decision = self._interrupted(item)
-            # the outcome must be written even if a cancel arrives meanwhile
-            await uncancellable(self._finish(item, decision))
+            if session.idle:
+                self._finish_now(item, decision)
+            else:
+                # the outcome must be written even if a cancel arrives meanwhile
+                await uncancellable(self._finish(item, decision))
         finally:
             item.done = True
             self._inflight.pop(run.id, None)
             self._slot_freed.set()
 
     async def _start_at_instant(self, item: _InFlight) -> bool:
+        """Write the run's start shortly before its instant (the starter's lead), then wait for
+        the instant (database clock): the task is called at the instant, not a write later."""
         run = item.claimed.run
-        delay = (run.available_at - self._db_now()).total_seconds()
+        delay = (run.available_at - self._db_now()).total_seconds() - self.starter.lead()
         if delay > 0:
             await asyncio.sleep(delay)
-        params = RunStartParams(run_id=run.id, token=run.token, lease_ttl=self.settings.lease_ttl)
-        failed = False
-
-        async def start() -> bool:
-            nonlocal failed
-            try:
-                return await self.store.run_start(params)
-            except self.store.transient_errors:
-                failed = True
-                raise
-
-        # a run whose start cannot be written does not run; the database being down only
-        # pauses it (a lost lease cancels this task meanwhile)
+        # started with every run whose instant came meanwhile (worker/starter.py); a run whose
+        # start cannot be written does not run; the database being down only pauses it (a lost
+        # lease cancels this task meanwhile)
         try:
-            started = await self._retrying(start, f"starting run {run.id}")
-            if not started and failed:
-                # the failed try may have been written after all: then the run is ours to run
-                current = await self._retrying(
-                    lambda: self.store.run_get(run.tenant, run.id), f"reading run {run.id}"
-                )
-                started = (
-                    current.state is RunState.RUNNING
-                    and current.token == run.token
-                    and current.started_at is not None
-                )
+            started = await self.starter.start(run.id, run.token, run.tenant)
         except Exception:
             log.exception("run %s: writing its start failed; it does not run here", run.id)
             return False
@@ -397,6 +401,9 @@ class Worker:
                 run.job_name,
             )
             return False
+        remaining = (run.available_at - self._db_now()).total_seconds()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
         item.started_at = self._db_now()
         return True
 
@@ -489,6 +496,15 @@ class Worker:
             None,
             "worker shut down; run handed back",
         )
+
+    def _finish_now(self, item: _InFlight, decision: Decision | None) -> None:
+        """:meth:`_finish` of an attempt that reported nothing and opened no transaction: no
+        I/O, so no cancel can come between the outcome and its submission."""
+        assert item.session is not None
+        item.session.close_writers()
+        if decision is not None:
+            self.observer.finished(item.claimed.run.id)
+            self._submit(item, decision)
 
     async def _finish(self, item: _InFlight, decision: Decision | None) -> None:
         """Write the attempt's outcome (``None``: it never started, nothing to write). Its

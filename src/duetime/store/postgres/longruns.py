@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg.rows import dict_row
 
+from duetime import _json
 from duetime.store import _rows
 from duetime.store._rows import NativeCodec
 from duetime.store.base import (
@@ -37,23 +38,31 @@ log = logging.getLogger("duetime.store")
 CONNECT_TIMEOUT = 10
 
 
-def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, list[Any]]:
-    """The ``runs_complete`` statement's arrays, one element per completion."""
+def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, str]:
+    """The ``runs_complete`` statement's input: one JSON array of records, one per completion
+    (``jsonb_to_recordset`` on the server; one orjson call here instead of 14 arrays)."""
     return {
-        "run_id": [c.run_id for c in cs],
-        "token": [c.token for c in cs],
-        "next_state": [str(c.next_state) for c in cs],
-        "available_at": [c.available_at for c in cs],
-        "reason": [c.reason for c in cs],
-        "error_class": [c.error_class for c in cs],
-        "error_message": [c.error_message for c in cs],
-        "worker_id": [c.worker_id for c in cs],
-        "number": [c.attempt for c in cs],
-        "claimed_at": [c.claimed_at for c in cs],
-        "started_at": [c.started_at for c in cs],
-        "outcome": [str(c.outcome) for c in cs],
-        "completes_job": [c.completes_job for c in cs],
-        "refund_attempt": [c.refund_attempt for c in cs],
+        "batch": _json.dumps(
+            [
+                {
+                    "run_id": c.run_id,
+                    "token": c.token,
+                    "next_state": c.next_state,
+                    "available_at": c.available_at,
+                    "reason": c.reason,
+                    "error_class": c.error_class,
+                    "error_message": c.error_message,
+                    "worker_id": c.worker_id,
+                    "number": c.attempt,
+                    "claimed_at": c.claimed_at,
+                    "started_at": c.started_at,
+                    "outcome": c.outcome,
+                    "completes_job": c.completes_job,
+                    "refund_attempt": c.refund_attempt,
+                }
+                for c in cs
+            ]
+        )
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any, LiteralString, cast
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from duetime import _json
@@ -41,7 +42,7 @@ from duetime._types import (
 from duetime.errors import Conflict, NotFound, SchemaError
 from duetime.store import _rows
 from duetime.store._fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
-from duetime.store._overlap import StartVerdict, decide_start
+from duetime.store._overlap import StartCandidate, StartVerdict, decide_start, plan_starts
 from duetime.store._rows import NativeCodec, to_micros
 from duetime.store._values import (
     PENDING_END_STATE,
@@ -78,6 +79,7 @@ from duetime.store.base import (
     RunsHeartbeatParams,
     RunsMaterializeParams,
     RunsMisfireParams,
+    RunsStartParams,
     RunStartParams,
     RunTriggerParams,
     TenantLimitsSetParams,
@@ -116,8 +118,13 @@ async def _configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     """Every pooled connection: no JIT. duetime's statements are short OLTP queries; once
     statistics show a large backlog, the planner's estimate for the fair claim (a lateral scan
     per tenant group) passes jit_above_cost and compiling it takes seconds for a query that runs
-    in milliseconds (docs/decisions/0005-priority-aging-at-claim-time.md)."""
+    in milliseconds (docs/decisions/0005-priority-aging-at-claim-time.md). json/jsonb columns
+    (payloads, checkpoints) are decoded with orjson, the library duetime encodes them with."""
+    set_json_loads(_json.loads, conn)
+    # UTC sessions: timestamps arrive in UTC already (nothing in duetime's SQL depends on the
+    # session's zone; this only spares converting every instant read)
     await conn.execute("SET jit = off")
+    await conn.execute("SET TimeZone = 'UTC'")
 
 
 class PostgresStore(PostgresLongRuns, PostgresObservability):
@@ -659,48 +666,155 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         return len(rows)
 
     async def run_start(self, params: RunStartParams) -> bool:
-        async with self._tx() as conn:
-            info = await self._one(
-                conn, "run_start_overlap_info", id=params.run_id, token=params.token
+        started = await self.runs_start(
+            RunsStartParams(
+                [(params.run_id, params.token)], now=params.now, lease_ttl=params.lease_ttl
             )
-            if info is not None:
-                now = await self._now(conn, params.now)
-                key = info["concurrency_key"]
-                await self._exec(conn, "overlap_keys_lock", keys=[key])
-                counted = await self._one(conn, "runs_started_of_key", key=key, id=params.run_id)
-                verdict = decide_start(
-                    OverlapPolicy(info["overlap_policy"]),
-                    RunTrigger(info["trigger"]),
-                    info["max_concurrency"],
-                    counted["running"],
-                )
-                if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
-                    query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
-                    await self._exec(conn, query, id=params.run_id, token=params.token, now=now)
-                    return False
-                if verdict is StartVerdict.REPLACE:
-                    await self._replace(conn, [key], now, keep=params.run_id)
-            row = await self._one(
+        )
+        return params.run_id in started
+
+    async def runs_start(self, params: RunsStartParams) -> set[uuid.UUID]:
+        # each (run, token) once, sorted by id: concurrent batches lock their rows in one order
+        runs = sorted(dict.fromkeys(params.runs))
+        if not runs:
+            return set()
+        async with self._tx() as conn:
+            rows = await self._all(
                 conn,
-                "run_start",
-                id=params.run_id,
-                token=params.token,
+                "runs_start",
+                ids=[r[0] for r in runs],
+                tokens=[r[1] for r in runs],
                 now=self._fixed_now(params.now),
                 lease_ttl=params.lease_ttl,
             )
+            started = {r["id"] for r in rows if r["concurrency_key"] is None}
+            keyed = {
+                r["id"]: r["concurrency_key"] for r in rows if r["concurrency_key"] is not None
+            }
+            if keyed:
+                started |= await self._start_keyed(
+                    conn,
+                    [r for r in runs if r[0] in keyed],
+                    sorted(set(keyed.values())),
+                    params.now,
+                    params.lease_ttl,
+                )
+        return started
+
+    async def _start_keyed(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        runs: list[tuple[uuid.UUID, int]],
+        keys: list[str],
+        now: datetime | None,
+        lease_ttl: float | None,
+    ) -> set[uuid.UUID]:
+        """The runs of a start batch that have an overlap key, in the caller's transaction: lock
+        every key of the batch at once (in one order: a batch never holds one key while waiting
+        for another), lock the runs and read their policies, count each key's started runs,
+        judge the batch in order (store/_overlap.py ``plan_starts``) and write the verdicts in
+        one statement each. Keys with a ``replace`` run go through the one-run path."""
+        ids, tokens = [r[0] for r in runs], [r[1] for r in runs]
+        await self._exec(conn, "overlap_keys_lock", keys=keys)
+        rows = await self._all(
+            conn, "runs_start_keyed_info", ids=ids, tokens=tokens, now=self._fixed_now(now)
+        )
+        eligible = [r for r in rows if r["eligible"]]
+        if not eligible:
+            return set()
+        counted = await self._all(
+            conn, "runs_started_by_key", keys=sorted({r["concurrency_key"] for r in eligible})
+        )
+        plan = plan_starts(
+            [
+                StartCandidate(
+                    r["id"],
+                    r["token"],
+                    r["concurrency_key"],
+                    OverlapPolicy(r["overlap_policy"]),
+                    RunTrigger(r["trigger"]),
+                    r["max_concurrency"],
+                )
+                for r in eligible
+            ],
+            {r["concurrency_key"]: r["running"] for r in counted},
+        )
+        at = await self._now(conn, now)
+        for query, judged in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
+            if judged:
+                await self._exec(
+                    conn,
+                    query,
+                    ids=[c.id for c in judged],
+                    now=at,
+                )
+        started: set[uuid.UUID] = set()
+        if plan.start:
+            started = {
+                r["id"]
+                for r in await self._all(
+                    conn,
+                    "runs_start_judged",
+                    ids=[c.id for c in plan.start],
+                    now=self._fixed_now(now),
+                    lease_ttl=lease_ttl,
+                )
+            }
+        for c in plan.replace:
+            if await self._start_one(conn, c.id, c.token, now, lease_ttl):
+                started.add(c.id)
+        return started
+
+    async def _start_one(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        run_id: uuid.UUID,
+        token: int,
+        now: datetime | None,
+        lease_ttl: float | None,
+    ) -> bool:
+        """run_start of one run in the caller's transaction; a run with an overlap key is
+        judged under its key's lock (skipped, deferred, or replacing the key's running runs)."""
+        info = await self._one(conn, "run_start_overlap_info", id=run_id, token=token)
+        if info is not None:
+            at = await self._now(conn, now)
+            key = info["concurrency_key"]
+            await self._exec(conn, "overlap_keys_lock", keys=[key])
+            counted = await self._one(conn, "runs_started_of_key", key=key, id=run_id)
+            verdict = decide_start(
+                OverlapPolicy(info["overlap_policy"]),
+                RunTrigger(info["trigger"]),
+                info["max_concurrency"],
+                counted["running"],
+            )
+            if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
+                query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
+                await self._exec(conn, query, id=run_id, token=token, now=at)
+                return False
+            if verdict is StartVerdict.REPLACE:
+                await self._replace(conn, [key], at, keep=run_id)
+        row = await self._one(
+            conn,
+            "run_start",
+            id=run_id,
+            token=token,
+            now=self._fixed_now(now),
+            lease_ttl=lease_ttl,
+        )
         return row is not None
 
     async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
         if not params.runs:
             return set()
+        runs = sorted(params.runs)  # rows locked in id order, as runs_start does: no deadlock
         async with self._read() as conn:
             rows = await self._all(
                 conn,
                 "runs_heartbeat",
                 worker_id=params.worker_id,
                 lease_ttl=params.lease_ttl,
-                ids=[r[0] for r in params.runs],
-                tokens=[r[1] for r in params.runs],
+                ids=[r[0] for r in runs],
+                tokens=[r[1] for r in runs],
                 now=self._fixed_now(params.now),
             )
         return {r["id"] for r in rows}
@@ -712,7 +826,8 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         first: dict[tuple[uuid.UUID, int], int] = {}
         for index, c in enumerate(params.completions):
             first.setdefault((c.run_id, c.token), index)
-        cs = [params.completions[i] for i in sorted(first.values())]
+        # in id order: heartbeats and starts lock their rows in that order too (no deadlock)
+        cs = sorted((params.completions[i] for i in first.values()), key=lambda c: c.run_id)
         async with self._read() as conn:
             rows = await self._all(
                 conn,

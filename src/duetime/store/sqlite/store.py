@@ -77,6 +77,7 @@ from duetime.store.base import (
     RunsHeartbeatParams,
     RunsMaterializeParams,
     RunsMisfireParams,
+    RunsStartParams,
     RunStartParams,
     RunTriggerParams,
     TenantLimitsSetParams,
@@ -576,40 +577,72 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
             )
 
     async def run_start(self, params: RunStartParams) -> bool:
+        started = await self.runs_start(
+            RunsStartParams(
+                [(params.run_id, params.token)], now=params.now, lease_ttl=params.lease_ttl
+            )
+        )
+        return params.run_id in started
+
+    async def runs_start(self, params: RunsStartParams) -> set[uuid.UUID]:
+        runs = sorted(dict.fromkeys(params.runs))  # each (run, token) once
+        if not runs:
+            return set()
         now = self._now(params.now)
+        expires = None if params.lease_ttl is None else now + timedelta(seconds=params.lease_ttl)
+        by_id = {str(run_id): run_id for run_id, _ in runs}
+        batch = _json.dumps([[str(run_id), token] for run_id, token in runs])
         async with self._tx() as conn:
-            info = await self._one(
-                conn, "run_start_overlap_info", id=params.run_id, token=params.token
+            keyed = {r["id"] for r in await self._all(conn, "runs_start_keyed", runs=batch)}
+            rows = await self._all(
+                conn, "runs_start", runs=batch, now=now, lease_expires_at=expires
             )
-            if info is not None:
-                counted = await self._one(
-                    conn, "runs_started_of_key", key=info["concurrency_key"], id=params.run_id
-                )
-                verdict = decide_start(
-                    OverlapPolicy(info["overlap_policy"]),
-                    RunTrigger(info["trigger"]),
-                    info["max_concurrency"],
-                    counted["running"],
-                )
-                if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
-                    query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
-                    await self._exec(conn, query, id=params.run_id, token=params.token, now=now)
-                    return False
-                if verdict is StartVerdict.REPLACE:
-                    await self._replace_running(conn, info["concurrency_key"], params.run_id, now)
-            return (
-                await self._exec(
-                    conn,
-                    "run_start",
-                    id=params.run_id,
-                    token=params.token,
-                    now=now,
-                    lease_expires_at=None
-                    if params.lease_ttl is None
-                    else now + timedelta(seconds=params.lease_ttl),
-                )
-                == 1
+            started = {by_id[r["id"]] for r in rows}
+            for run_id, token in runs:  # runs with an overlap key, one by one
+                if str(run_id) in keyed and await self._start_one(
+                    conn, run_id, token, now, expires
+                ):
+                    started.add(run_id)
+        return started
+
+    async def _start_one(
+        self,
+        conn: aiosqlite.Connection,
+        run_id: uuid.UUID,
+        token: int,
+        now: datetime,
+        lease_expires_at: datetime | None,
+    ) -> bool:
+        """run_start of one run in the caller's transaction; a run with an overlap key is
+        judged by its policy (skipped, deferred, or replacing the key's running runs)."""
+        info = await self._one(conn, "run_start_overlap_info", id=run_id, token=token)
+        if info is not None:
+            counted = await self._one(
+                conn, "runs_started_of_key", key=info["concurrency_key"], id=run_id
             )
+            verdict = decide_start(
+                OverlapPolicy(info["overlap_policy"]),
+                RunTrigger(info["trigger"]),
+                info["max_concurrency"],
+                counted["running"],
+            )
+            if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
+                query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
+                await self._exec(conn, query, id=run_id, token=token, now=now)
+                return False
+            if verdict is StartVerdict.REPLACE:
+                await self._replace_running(conn, info["concurrency_key"], run_id, now)
+        return (
+            await self._exec(
+                conn,
+                "run_start",
+                id=run_id,
+                token=token,
+                now=now,
+                lease_expires_at=lease_expires_at,
+            )
+            == 1
+        )
 
     async def _replace_running(
         self, conn: aiosqlite.Connection, key: str, keep: uuid.UUID | None, now: datetime

@@ -155,8 +155,13 @@ cand AS (
     ) c
     WHERE NOT g.limited
 )
-SELECT cand.*, jobs.overlap_policy, jobs.max_concurrency
-FROM cand JOIN jobs ON jobs.id = cand.job_id;
+-- LATERAL + LIMIT: a primary-key lookup per candidate (a plain join was planned as a hash
+-- join over a sequential scan of every job)
+SELECT cand.*, j.overlap_policy, j.max_concurrency
+FROM cand CROSS JOIN LATERAL (
+    SELECT jobs.overlap_policy, jobs.max_concurrency FROM jobs WHERE jobs.id = cand.job_id
+    LIMIT 1
+) j;
 
 -- name: tenant_quotas
 -- Under the tenants' advisory locks: their limits, start buckets and runs in flight.

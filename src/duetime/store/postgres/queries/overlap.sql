@@ -75,3 +75,57 @@ UPDATE runs SET
     state = 'scheduled', token = token + 1, attempt = attempt - 1, lease_owner = NULL,
     lease_expires_at = NULL, claimed_at = NULL
 WHERE id = %(id)s AND token = %(token)s AND state = 'running';
+
+-- name: runs_start_keyed_info
+-- The runs of a start batch that have an overlap key, under the caller's key locks: each row
+-- locked (its primary key, in id order) and read with its job's policy; `eligible` when the
+-- lease has not lapsed and the job may run (the checks of run_start).
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+SELECT k.id, k.token, k.concurrency_key, k.trigger, j.overlap_policy, j.max_concurrency,
+       k.lease_expires_at > t.now
+           AND (j.status IN ('active', 'completed')
+                OR (j.status = 'paused' AND k.trigger = 'manual')) AS eligible
+FROM t, unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+CROSS JOIN LATERAL (
+    SELECT runs.* FROM runs WHERE runs.id = i.id LIMIT 1 FOR UPDATE
+) k
+CROSS JOIN LATERAL (
+    SELECT jobs.status, jobs.overlap_policy, jobs.max_concurrency FROM jobs
+    WHERE jobs.id = k.job_id LIMIT 1
+) j
+WHERE k.token = i.token AND k.state = 'running' AND k.started_at IS NULL
+  AND k.concurrency_key IS NOT NULL
+ORDER BY k.id;
+
+-- name: runs_started_by_key
+-- Each key's started runs (through runs_running_key); read under the keys' locks.
+SELECT concurrency_key, count(*) AS running FROM runs
+WHERE state = 'running' AND concurrency_key = ANY(%(keys)s::text[]) AND started_at IS NOT NULL
+GROUP BY concurrency_key;
+
+-- name: runs_start_skip
+-- Runs of a start batch that their overlap policy skips (run_start_skip, for many); the rows
+-- are locked and checked (token included) by runs_start_keyed_info in this transaction.
+UPDATE runs r SET
+    state = 'skipped', reason = 'overlap', finished_at = %(now)s, token = r.token + 1,
+    attempt = r.attempt - 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE r.id = ANY(%(ids)s::uuid[]);
+
+-- name: runs_start_defer
+-- Runs of a start batch that wait for their key (run_start_defer, for many): back to the
+-- queue; locked and checked by runs_start_keyed_info in this transaction.
+UPDATE runs r SET
+    state = 'scheduled', token = r.token + 1, attempt = r.attempt - 1, lease_owner = NULL,
+    lease_expires_at = NULL, claimed_at = NULL
+WHERE r.id = ANY(%(ids)s::uuid[]);
+
+-- name: runs_start_judged
+-- The keyed runs of a start batch whose policy lets them start (locked and checked by
+-- runs_start_keyed_info in this transaction): started, lease renewed.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+UPDATE runs r SET started_at = greatest(t.now, r.available_at),
+    lease_expires_at = CASE WHEN %(lease_ttl)s::float8 IS NULL THEN r.lease_expires_at
+                            ELSE t.now + make_interval(secs => %(lease_ttl)s::float8) END
+FROM t
+WHERE r.id = ANY(%(ids)s::uuid[])
+RETURNING r.id;

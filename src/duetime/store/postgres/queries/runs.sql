@@ -52,14 +52,16 @@ WHERE job_id = %(job_id)s AND (trigger = 'schedule' OR %(include_manual)s)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
 -- name: run_start
+-- started_at is the later of now and the run's instant: a worker writes a start shortly
+-- before the instant (worker/starter.py) and calls the task at the instant.
 -- Fenced by token, refused on a lapsed lease (the reaper may be about to take the run over),
 -- and renewing the lease so a run that starts has a full lease ahead of it.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
-UPDATE runs SET started_at = t.now,
+UPDATE runs SET started_at = greatest(t.now, runs.available_at),
     lease_expires_at = CASE WHEN %(lease_ttl)s::float8 IS NULL THEN runs.lease_expires_at
                             ELSE t.now + make_interval(secs => %(lease_ttl)s::float8) END
 FROM t
-WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND started_at IS NULL
+WHERE id = %(id)s AND token = %(token)s AND state || '' = 'running' AND started_at IS NULL
   AND runs.lease_expires_at > t.now
   AND EXISTS (
       SELECT 1 FROM jobs
@@ -69,13 +71,85 @@ WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND started_at IS 
   )
 RETURNING runs.id;
 
+-- name: runs_start
+-- run_start for a batch of runs claimed ahead, in one statement: the same fencing, lease and job
+-- checks, for the runs WITHOUT an overlap key. Each run is looked up by its primary key and
+-- locked (LATERAL + LIMIT + FOR UPDATE: never a plan through the partial indexes of running
+-- runs, whose statistics rarely know how many runs are in flight, nor a join of the batch
+-- against all runs); the checks read the locked, latest row, so the token is fenced; the
+-- update then reaches exactly those rows by `id = ANY(...)`. The caller sends the batch sorted
+-- by id, so batches over the same rows lock them in one order. Runs WITH an overlap key still
+-- waiting to start come back (unlocked) with their key, for the locked path in the same
+-- transaction; the started ones with a NULL key.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+batch AS (
+    SELECT i.token AS sent, k.* FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+    CROSS JOIN LATERAL (
+        SELECT runs.id, runs.job_id, runs.token, runs.state, runs.started_at, runs.trigger,
+               runs.concurrency_key, runs.lease_expires_at
+        FROM runs WHERE runs.id = i.id AND runs.concurrency_key IS NULL LIMIT 1 FOR UPDATE
+    ) k
+),
+startable AS (
+    SELECT b.id FROM batch b, t
+    WHERE b.token = b.sent AND b.state = 'running' AND b.started_at IS NULL
+      AND b.lease_expires_at > t.now
+      AND EXISTS (
+          SELECT 1 FROM jobs
+          WHERE jobs.id = b.job_id
+            AND (jobs.status IN ('active', 'completed')
+                 OR (jobs.status = 'paused' AND b.trigger = 'manual'))
+      )
+),
+started AS (
+    UPDATE runs r SET started_at = greatest(t.now, r.available_at),
+        lease_expires_at = CASE WHEN %(lease_ttl)s::float8 IS NULL THEN r.lease_expires_at
+                                ELSE t.now + make_interval(secs => %(lease_ttl)s::float8) END
+    FROM t
+    WHERE r.id = ANY(ARRAY(SELECT id FROM startable))
+    RETURNING r.id
+)
+SELECT id, NULL::text AS concurrency_key FROM started
+UNION ALL
+SELECT k.id, k.concurrency_key
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+-- LATERAL + LIMIT (never pulled up, nothing pushed into it): a primary-key lookup per run
+CROSS JOIN LATERAL (SELECT runs.* FROM runs WHERE runs.id = i.id LIMIT 1) k
+WHERE k.token = i.token AND k.state = 'running' AND k.started_at IS NULL
+  AND k.concurrency_key IS NOT NULL;
+
 -- name: runs_heartbeat
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
-UPDATE runs r SET lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s)
-FROM t, unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
-WHERE r.id = i.id AND r.token = i.token AND r.state = 'running'
-  AND r.lease_owner = %(worker_id)s
-RETURNING r.id;
+-- The runs (id, token) this worker still holds, and their leases extended. Each row is looked
+-- up by primary key; rows another transaction has locked right now (a start or completion of
+-- this worker under way) are skipped, not waited for — a heartbeat locking thousands of rows
+-- otherwise deadlocks with those batches — and still reported held (from the snapshot): they
+-- are renewed by the next heartbeat, a third of a lease later.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+held AS (
+    SELECT k.id, k.token FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+    -- LATERAL + LIMIT: a primary-key lookup per run
+    CROSS JOIN LATERAL (
+        SELECT runs.id, runs.token, runs.state, runs.lease_owner FROM runs
+        WHERE runs.id = i.id LIMIT 1
+    ) k
+    WHERE k.token = i.token AND k.state = 'running' AND k.lease_owner = %(worker_id)s
+),
+locked AS (
+    SELECT k.id FROM held h
+    CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs
+        WHERE runs.id = h.id AND runs.token = h.token AND runs.state = 'running'
+          AND runs.lease_owner = %(worker_id)s
+        LIMIT 1 FOR UPDATE SKIP LOCKED
+    ) k
+),
+renewed AS (
+    UPDATE runs r SET lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s)
+    FROM t
+    WHERE r.id = ANY(ARRAY(SELECT id FROM locked))
+    RETURNING r.id
+)
+SELECT id FROM held;
 
 -- name: runs_complete
 -- The fenced end of a batch of attempts, one statement: runs still `running` with the
@@ -83,16 +157,16 @@ RETURNING r.id;
 -- jobs whose run ended become `completed`. The caller sends each (run, token) once.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
-    SELECT * FROM unnest(
-        %(run_id)s::uuid[], %(token)s::bigint[], %(next_state)s::text[],
-        %(available_at)s::timestamptz[], %(reason)s::text[], %(error_class)s::text[],
-        %(error_message)s::text[], %(worker_id)s::text[], %(number)s::int[],
-        %(claimed_at)s::timestamptz[], %(started_at)s::timestamptz[], %(outcome)s::text[],
-        %(completes_job)s::bool[], %(refund_attempt)s::bool[]
-    ) AS i(run_id, token, next_state, available_at, reason, error_class, error_message,
-           worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt)
+    SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
+        run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
+        error_class text, error_message text, worker_id text, number int,
+        claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
+        refund_attempt bool
+    )
 ),
 done AS (
+    -- carries what the attempt record and the job need, so nothing below joins back to it
+    -- (a CTE's row estimate is 1: a join with it becomes a nested loop over the whole batch)
     UPDATE runs r SET
         state = i.next_state,
         attempt = r.attempt - CASE WHEN i.refund_attempt THEN 1 ELSE 0 END,
@@ -102,30 +176,35 @@ done AS (
         last_error_class = i.error_class, last_error_message = i.error_message
     FROM input i, t
     WHERE r.id = i.run_id AND r.token = i.token AND r.state = 'running'
-    RETURNING r.id, r.job_id, i.token
+    RETURNING r.id, r.job_id, r.tenant, i.token, i.number, i.worker_id, i.claimed_at,
+              i.started_at, i.outcome, i.error_class, i.error_message, i.completes_job,
+              i.next_state
 ),
 completed_jobs AS (
     UPDATE jobs j SET status = 'completed', next_fire_at = NULL, updated_at = t.now
-    FROM done d, input i, t
-    WHERE j.id = d.job_id AND i.run_id = d.id AND i.token = d.token AND i.completes_job
-      AND i.next_state <> 'scheduled' AND j.status IN ('active', 'paused')
+    FROM done d, t
+    WHERE j.id = d.job_id AND d.completes_job AND d.next_state <> 'scheduled'
+      AND j.status IN ('active', 'paused')
 ),
 recorded AS (
     INSERT INTO attempts (
         run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at,
         finished_at, outcome, error_class, error_message
     )
+    SELECT d.id, d.token, d.job_id, d.tenant, d.number, d.worker_id, d.claimed_at,
+           d.started_at, t.now, d.outcome, d.error_class, d.error_message
+    FROM done d CROSS JOIN t
+    UNION ALL
+    -- refused (stale) attempts: NOT IN over `done` is a hashed subplan, one probe per row.
+    -- LATERAL + LIMIT (never pulled up) keeps the run lookup on its primary key
     SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
-           i.started_at, t.now, CASE WHEN d.id IS NULL THEN 'stale' ELSE i.outcome END,
-           i.error_class, i.error_message
-    -- LATERAL + LIMIT (never pulled up) keeps this a primary-key lookup per attempt: a plain
-    -- join let the planner scan all of runs for every batch (docs/benchmarks.md)
+           i.started_at, t.now, 'stale', i.error_class, i.error_message
     FROM input i
     CROSS JOIN LATERAL (
         SELECT runs.job_id, runs.tenant FROM runs WHERE runs.id = i.run_id LIMIT 1
     ) r
     CROSS JOIN t
-    LEFT JOIN done d ON d.id = i.run_id AND d.token = i.token
+    WHERE (i.run_id, i.token) NOT IN (SELECT d.id, d.token FROM done d)
     ON CONFLICT (run_id, token) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
         started_at = coalesce(attempts.started_at, excluded.started_at),
@@ -133,8 +212,8 @@ recorded AS (
     -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
     WHERE attempts.outcome IN ('lost', 'cancelled')
 )
-SELECT i.run_id, i.token, d.id IS NOT NULL AS applied
-FROM input i LEFT JOIN done d ON d.id = i.run_id AND d.token = i.token;
+SELECT i.run_id, i.token, (i.run_id, i.token) IN (SELECT d.id, d.token FROM done d) AS applied
+FROM input i;
 
 -- name: leases_expired
 SELECT * FROM runs

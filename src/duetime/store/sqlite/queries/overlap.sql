@@ -51,6 +51,14 @@ FROM runs JOIN jobs ON jobs.id = runs.job_id
 WHERE runs.id = :id AND runs.token = :token AND runs.state = 'running'
   AND runs.started_at IS NULL AND runs.concurrency_key IS NOT NULL;
 
+-- name: runs_start_keyed
+-- The runs of a runs_start batch (:runs, a JSON array of [id, token]) that have an overlap key
+-- and are still waiting to start: they take run_start's path one by one.
+SELECT id FROM runs
+WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                      FROM json_each(:runs))
+  AND state = 'running' AND started_at IS NULL AND concurrency_key IS NOT NULL;
+
 -- name: runs_started_of_key
 SELECT count(*) AS running FROM runs
 WHERE concurrency_key = :key AND state = 'running' AND started_at IS NOT NULL AND id <> :id;

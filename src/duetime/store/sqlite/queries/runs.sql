@@ -37,9 +37,11 @@ WHERE job_id = :job_id AND (trigger = 'schedule' OR :include_manual)
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
 
 -- name: run_start
+-- started_at is the later of now and the run's instant: a worker writes a start shortly
+-- before the instant (worker/starter.py) and calls the task at the instant.
 -- Fenced by token, refused on a lapsed lease (the reaper may be about to take the run over),
 -- and renewing the lease so a run that starts has a full lease ahead of it.
-UPDATE runs SET started_at = :now,
+UPDATE runs SET started_at = max(:now, available_at),
     lease_expires_at = coalesce(:lease_expires_at, lease_expires_at)
 WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
   AND lease_expires_at > :now
@@ -49,6 +51,25 @@ WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
         AND (jobs.status IN ('active', 'completed')
              OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
   );
+
+-- name: runs_start
+-- run_start for a batch of runs claimed ahead (:runs, a JSON array of [id, token]) in one
+-- statement: the same fencing, lease and job checks, for the runs WITHOUT an overlap key (those
+-- with one are found by runs_start_keyed and take run_start's path one by one, in the same
+-- transaction). Locks: nothing beyond the database, held by the caller's BEGIN IMMEDIATE.
+UPDATE runs SET started_at = max(:now, available_at),
+    lease_expires_at = coalesce(:lease_expires_at, lease_expires_at)
+WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                      FROM json_each(:runs))  -- each run found by primary key
+  AND state = 'running' AND started_at IS NULL AND concurrency_key IS NULL
+  AND lease_expires_at > :now
+  AND EXISTS (
+      SELECT 1 FROM jobs
+      WHERE jobs.id = runs.job_id
+        AND (jobs.status IN ('active', 'completed')
+             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+  )
+RETURNING id;
 
 -- name: run_heartbeat
 UPDATE runs SET lease_expires_at = :lease_expires_at

@@ -1,0 +1,255 @@
+"""The hot statements' plans on PostgreSQL stay on their indexes.
+
+With ~20,000 runs and fresh statistics (on a near-empty table a sequential scan is the right
+plan), each statement of the claim → start → heartbeat → complete path and the scheduler's due
+scan is run under ``EXPLAIN (ANALYZE, FORMAT JSON)`` in a transaction that is rolled back, and
+its plan may not read ``runs``, ``jobs`` or ``attempts`` sequentially, nor join a batch against
+itself row by row (a join filter that discards more rows than the batch holds: the completion
+statement once did, 250,000 comparisons per batch of 500)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from duetime import AsyncApp
+from duetime._config import Settings
+from duetime._types import AttemptOutcome, RunState
+from duetime.store.base import RunCompletion
+from duetime.store.postgres.longruns import completion_columns
+from duetime.store.sqlfile import load_queries
+
+pytestmark = pytest.mark.postgres
+
+RUNS = 20_000
+BATCH = 500
+QUERIES = load_queries("postgres")
+SCANNED = {"runs", "jobs", "attempts"}
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _explain(
+    conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run statement ``name`` under EXPLAIN ANALYZE (it takes effect: the caller's transaction
+    is rolled back at the end) and check its plan, subplans and CTEs included."""
+    text = QUERIES[name]
+    row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()  # type: ignore[operator]
+    assert row is not None
+    document = row["QUERY PLAN"]
+    document = json.loads(document) if isinstance(document, str) else document
+    nodes = list(_nodes(document[0]["Plan"]))
+    seq = [n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"]
+    outline = "; ".join(
+        f"{n['Node Type']} {n.get('Relation Name', '')} {n.get('Index Name', '')}".strip()
+        for n in nodes
+    )
+    assert not SCANNED & set(seq), f"{name}: sequential scan of {seq} in: {outline}"
+    for node in nodes:
+        removed = node.get("Rows Removed by Join Filter", 0)
+        assert removed <= BATCH, f"{name}: a join filter discarded {removed} rows ({node})"
+    return nodes
+
+
+def _reads_runs_by_primary_key(nodes: list[dict[str, Any]]) -> bool:
+    """``runs`` is read only through its primary key (never through a partial index of running
+    runs, whose statistics rarely know how many runs are in flight; never sequentially)."""
+    used = {n["Index Name"] for n in nodes if n.get("Index Name", "").startswith("runs_")}
+    return used == {"runs_pkey"}
+
+
+def _clone(
+    conn: psycopg.Connection[Any], table: str, fresh: dict[str, str], count: int, where: str
+) -> None:
+    """``count`` copies of the rows of ``table`` matching ``where``, with ``fresh`` column
+    expressions (``g`` numbers the copies)."""
+    columns = [
+        r["column_name"]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
+            (table,),
+        )
+    ]
+    select = ", ".join(fresh.get(c, f"{table}.{c}") for c in columns)
+    conn.execute(
+        f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {table} "  # type: ignore[arg-type]
+        f"CROSS JOIN generate_series(1, %s) g {where}",
+        (count,),
+    )
+
+
+@pytest.fixture
+def seeded(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+    """A migrated schema with RUNS runs of one job (a quarter finished, with attempts), a
+    quarter as many other jobs, and fresh statistics."""
+    import asyncio
+
+    async def make() -> str:
+        async with AsyncApp(
+            settings=Settings(database_url=pg_url), tenant="plans", migrate=True
+        ) as app:
+            await app.schedule(
+                "plans", task="duetime.noop", every=3600, overlap="allow", allow_unregistered=True
+            )
+            run = await app.trigger("plans")
+            return str(run.id)
+
+    template = asyncio.run(make())
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
+        _clone(conn, "runs", {"id": "gen_random_uuid()", "idempotency_key": "'plan:' || g"},
+               RUNS, f"WHERE runs.id = '{template}'")  # fmt: skip
+        _clone(conn, "jobs", {"id": "gen_random_uuid()", "name": "'plan-' || g"}, RUNS // 4, "")
+        # half of the due runs carry an overlap key: they are claimed by the locked step
+        conn.execute(
+            "UPDATE runs SET concurrency_key = 'key:plans-' || (abs(hashtext(id::text)) %% 50) "
+            "WHERE id IN (SELECT id FROM runs ORDER BY id DESC LIMIT %s)",
+            (RUNS // 2,),
+        )
+        # a history: a quarter of them finished, with their attempts
+        conn.execute(
+            "UPDATE runs SET state = 'succeeded', finished_at = now(), attempt = 1 "
+            "WHERE id IN (SELECT id FROM runs ORDER BY id LIMIT %s)",
+            (RUNS // 4,),
+        )
+        conn.execute(
+            "INSERT INTO attempts (run_id, token, job_id, tenant, number, worker_id, "
+            "claimed_at, started_at, finished_at, outcome) "
+            "SELECT id, 1, job_id, tenant, 1, 'w', now(), now(), now(), 'succeeded' "
+            "FROM runs WHERE state = 'succeeded'"
+        )
+        conn.execute("ANALYZE")
+        conn.autocommit = False
+        conn.execute("SET jit = off")
+        yield conn, template
+        conn.rollback()
+
+
+def _claim_params(**overrides: Any) -> dict[str, Any]:
+    return {
+        "worker_id": "plans",
+        "lease_ttl": 30.0,
+        "lookahead": 1.0,
+        "tasks": ["duetime.noop"],
+        "limit": BATCH,
+        "now": None,
+        "tenant": None,
+        "queues": None,
+        "aging_us": 60_000_000,
+        "aging_cap": 1000,
+        "only_fast": False,
+        **overrides,
+    }
+
+
+def test_the_hot_statements_stay_on_their_indexes(
+    seeded: tuple[psycopg.Connection[Any], str],
+) -> None:
+    conn, _ = seeded
+    _explain(conn, "runs_claim_fair", _claim_params())
+    _explain(conn, "runs_claim_fair", _claim_params(only_fast=True, queues=["default"]))
+    claimed = conn.execute(QUERIES["runs_claim_fair"], _claim_params()).fetchall()  # type: ignore[arg-type]
+    assert len(claimed) == BATCH
+    ids = [r["id"] for r in claimed]
+    tokens = [r["token"] for r in claimed]
+    _explain(
+        conn,
+        "runs_heartbeat",
+        {"worker_id": "plans", "lease_ttl": 30.0, "ids": ids, "tokens": tokens, "now": None},
+    )
+    completions = [
+        RunCompletion(
+            run_id=r["id"],
+            token=r["token"],
+            worker_id="plans",
+            attempt=r["attempt"],
+            claimed_at=r["claimed_at"],
+            started_at=r["started_at"],
+            outcome=AttemptOutcome.SUCCEEDED,
+            next_state=RunState.SUCCEEDED,
+        )
+        for r in claimed
+    ]
+    # half of the batch stale (a wrong token): both branches of the completion are exercised
+    stale = [
+        RunCompletion(**{**_fields(c), "token": c.token + 1}) for c in completions[: BATCH // 2]
+    ]
+    _explain(
+        conn,
+        "runs_complete",
+        {"now": None, **completion_columns(stale + completions[BATCH // 2 :])},
+    )
+    now = claimed[0]["claimed_at"]
+    locked = {"now": now, "lookahead": 1.0, "tasks": ["duetime.noop"], "tenant": None}
+    _explain(conn, "runs_claim_locked_candidates", {**locked, "queues": None, "limit": BATCH})
+    keys = [f"key:plans-{i}" for i in range(50)]
+    _explain(conn, "runs_running_by_key", {"keys": keys})
+    keyed = conn.execute(
+        "SELECT id FROM runs WHERE state = 'scheduled' AND concurrency_key IS NOT NULL LIMIT 50"
+    ).fetchall()
+    _explain(
+        conn,
+        "runs_claim_ids",
+        {
+            "ids": [r["id"] for r in keyed],
+            "worker_id": "plans",
+            "lease_ttl": 30.0,
+            "now": claimed[0]["claimed_at"],
+        },
+    )
+    # starts of runs claimed ahead: the batch statement, and the keyed runs' locked path
+    conn.execute("UPDATE runs SET started_at = NULL WHERE id = ANY(%s)", (ids,))
+    start = {"ids": ids, "tokens": tokens, "now": None, "lease_ttl": 30.0}
+    _explain(conn, "runs_start", start)
+    # one run (the common batch at a steady trickle of fires): statistics taken before any run
+    # was in flight make the partial indexes of running runs look free; the plan must not care
+    one = conn.execute(
+        "SELECT id, token FROM runs WHERE state = 'scheduled' AND concurrency_key IS NULL LIMIT 1"
+    ).fetchone()
+    assert one is not None
+    conn.execute(
+        "UPDATE runs SET state = 'running', lease_expires_at = now() + interval '1 minute' "
+        "WHERE id = %s",
+        (one["id"],),
+    )
+    single = {"ids": [one["id"]], "tokens": [one["token"]], "now": None, "lease_ttl": 30.0}
+    assert _reads_runs_by_primary_key(_explain(conn, "runs_start", single))
+    keyed_ids = [r["id"] for r in keyed]
+    conn.execute("UPDATE runs SET started_at = NULL WHERE id = ANY(%s)", (keyed_ids,))
+    keyed_tokens = [
+        r["token"]
+        for r in conn.execute("SELECT token FROM runs WHERE id = ANY(%s) ORDER BY id", (keyed_ids,))
+    ]
+    keyed_start = {"ids": sorted(keyed_ids), "tokens": keyed_tokens, "now": None}
+    _explain(conn, "runs_start_keyed_info", keyed_start)
+    _explain(conn, "runs_started_by_key", {"keys": keys})
+    judged = {"ids": keyed_start["ids"], "now": now}
+    _explain(conn, "runs_start_judged", {**judged, "lease_ttl": 30.0})
+    _explain(conn, "runs_start_skip", judged)
+    _explain(conn, "runs_start_defer", judged)
+    _explain(
+        conn,
+        "jobs_due",
+        {
+            "until": claimed[0]["claimed_at"],
+            "limit": 1000,
+            "partition_low": 0,
+            "partition_high": 255,
+        },
+    )
+    assert all(isinstance(i, uuid.UUID) for i in ids)
+
+
+def _fields(completion: RunCompletion) -> dict[str, Any]:
+    return {name: getattr(completion, name) for name in completion.__slots__}  # type: ignore[attr-defined]
