@@ -205,6 +205,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1600.0)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, help="duetime worker concurrency (burn-down)")
+    parser.add_argument("--batch", type=int, help="duetime worker batch (burn-down)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--settle", type=float, default=20.0)
     parser.add_argument("--only", help="comma-separated: duetime, pgqueuer-b100, pgqueuer-default, "
@@ -219,7 +221,13 @@ def main() -> None:
     for round_ in range(args.repeat):
         if with_duetime:
             if args.workload == "burndown":
-                r = duetime_burndown("postgres", args.runs, args.workers)
+                r = duetime_burndown(
+                    "postgres",
+                    args.runs,
+                    args.workers,
+                    concurrency=args.concurrency,
+                    batch=args.batch,
+                )
                 r["label"] = f"duetime (concurrency {r['concurrency']}, batch {r['batch']})"
             else:
                 r = duetime_fire("postgres", rate=args.rate, seconds=args.seconds, crons=0,

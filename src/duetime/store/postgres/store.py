@@ -92,12 +92,6 @@ _C = NativeCodec()
 _Q = load_queries("postgres")
 _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
 
-_RUN_COLUMNS = (
-    "id job_id tenant job_name task queue payload scheduled_for available_at priority "
-    "max_attempts backoff_base backoff_factor backoff_cap timeout_s delivery one_shot trigger "
-    "idempotency_key request_hash target concurrency_key"
-).split()
-
 
 def _encode(value: Any) -> Any:
     if isinstance(value, timedelta):
@@ -466,7 +460,7 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
             created = 0
             if run_rows:
                 inserted = await self._all(
-                    conn, "runs_insert", **_columns(run_rows, _RUN_COLUMNS), now=now
+                    conn, "runs_insert", batch=_json.dumps(run_rows), now=now
                 )
                 created = len(inserted)
                 if created:
@@ -496,12 +490,11 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
             if job.status is JobStatus.CANCELLED:
                 raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
             values = trigger_run_values(job, params, now)
-            inserted = await self._all(
-                conn, "runs_insert", **_columns([values], _RUN_COLUMNS), now=now
-            )
+            inserted = await self._all(conn, "runs_insert", batch=_json.dumps([values]), now=now)
             if inserted:
                 await self._exec(conn, "notify_runs")
-                return _rows.run_from_row(inserted[0], _C), True
+                row = await self._one(conn, "run_get", tenant=job.tenant, id=inserted[0]["id"])
+                return _rows.run_from_row(row, _C), True
             row = await self._one(
                 conn, "run_get_by_key", job_id=job.id, idempotency_key=params.idempotency_key
             )

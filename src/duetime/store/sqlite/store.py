@@ -687,42 +687,46 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
         return kept
 
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
+        if not params.completions:
+            return []
         now = self._now(params.now)
-        applied: list[bool] = []
+        # one row per (run, token): a repeat in the same batch is refused like a late repeat
+        first: dict[tuple[uuid.UUID, int], int] = {}
+        for index, c in enumerate(params.completions):
+            first.setdefault((c.run_id, c.token), index)
+        cs = [params.completions[i] for i in sorted(first.values())]
+        batch = _json.dumps(
+            [
+                [str(c.run_id), c.token, str(c.next_state), _encode(c.available_at), c.reason,
+                 c.error_class, c.error_message, int(c.refund_attempt)]
+                for c in cs
+            ]
+        )  # fmt: skip
         async with self._tx() as conn:
-            for c in params.completions:
-                row = await self._one(
-                    conn,
-                    "run_complete",
-                    id=c.run_id,
-                    token=c.token,
-                    next_state=str(c.next_state),
-                    available_at=c.available_at,
-                    reason=c.reason,
-                    error_class=c.error_class,
-                    error_message=c.error_message,
-                    refund_attempt=int(c.refund_attempt),
-                    now=now,
-                )
-                ok = row is not None
-                applied.append(ok)
-                await self._exec(
-                    conn,
-                    "attempt_record",
-                    run_id=c.run_id,
-                    token=c.token,
-                    number=c.attempt,
-                    worker_id=c.worker_id,
-                    claimed_at=c.claimed_at,
-                    started_at=c.started_at,
-                    outcome=str(c.outcome) if ok else "stale",
-                    error_class=c.error_class,
-                    error_message=c.error_message,
-                    now=now,
-                )
-                if ok and c.completes_job and c.next_state.terminal:
-                    await self._exec(conn, "job_complete", id=row["job_id"], now=now)
-        return applied
+            rows = await self._all(conn, "runs_complete", batch=batch, now=now)
+            done = {(r["id"], r["token"]): r["job_id"] for r in rows}
+            applied = [(str(c.run_id), c.token) in done for c in cs]
+            records = _json.dumps(
+                [
+                    [str(c.run_id), c.token, c.attempt, c.worker_id, _encode(c.claimed_at),
+                     _encode(c.started_at), str(c.outcome) if ok else "stale", c.error_class,
+                     c.error_message]
+                    for c, ok in zip(cs, applied, strict=True)
+                ]
+            )  # fmt: skip
+            await self._exec(conn, "attempts_record", records=records, now=now)
+            ended = [
+                done[(str(c.run_id), c.token)]
+                for c, ok in zip(cs, applied, strict=True)
+                if ok and c.completes_job and c.next_state.terminal
+            ]
+            if ended:
+                await self._exec(conn, "jobs_complete_many", ids=_json.dumps(ended), now=now)
+        ok_pairs = {(c.run_id, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
+        return [
+            index == first[(c.run_id, c.token)] and (c.run_id, c.token) in ok_pairs
+            for index, c in enumerate(params.completions)
+        ]
 
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         now = self._now(params.now)

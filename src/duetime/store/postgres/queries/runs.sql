@@ -2,7 +2,9 @@
 SELECT clock_timestamp() AS now;
 
 -- name: runs_insert
--- Many runs at once; an existing occurrence (or idempotency key) is left alone.
+-- Many runs at once (`batch`: a JSON array of records, one orjson call on the client instead
+-- of an array per column); an existing occurrence (or idempotency key) is left alone. Returns
+-- the ids inserted.
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
@@ -12,19 +14,15 @@ SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
        i.request_hash, %(now)s, i.target::json, i.concurrency_key
-FROM unnest(
-    %(id)s::uuid[], %(job_id)s::uuid[], %(tenant)s::text[], %(job_name)s::text[],
-    %(task)s::text[], %(queue)s::text[], %(payload)s::text[], %(scheduled_for)s::timestamptz[],
-    %(available_at)s::timestamptz[], %(priority)s::int[], %(max_attempts)s::int[],
-    %(backoff_base)s::float8[], %(backoff_factor)s::float8[], %(backoff_cap)s::float8[],
-    %(timeout_s)s::float8[], %(delivery)s::text[], %(one_shot)s::bool[], %(trigger)s::text[],
-    %(idempotency_key)s::text[], %(request_hash)s::text[], %(target)s::text[],
-    %(concurrency_key)s::text[]
-) AS i(id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
-       priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-       one_shot, trigger, idempotency_key, request_hash, target, concurrency_key)
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
+    id uuid, job_id uuid, tenant text, job_name text, task text, queue text, payload text,
+    scheduled_for timestamptz, available_at timestamptz, priority int, max_attempts int,
+    backoff_base float8, backoff_factor float8, backoff_cap float8, timeout_s float8,
+    delivery text, one_shot bool, trigger text, idempotency_key text, request_hash text,
+    target text, concurrency_key text
+)
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING id;
 
 -- name: notify_runs
 SELECT pg_notify('duetime_runs', '');

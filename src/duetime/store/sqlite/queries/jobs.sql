@@ -66,3 +66,8 @@ LIMIT :limit;
 
 -- name: job_advance
 UPDATE jobs SET next_fire_at = :next_fire_at WHERE id = :id;
+
+-- name: jobs_complete_many
+-- One-shot jobs whose run ended (`ids`: a JSON array), in the completion's transaction.
+UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('active', 'paused');

@@ -76,17 +76,6 @@ UPDATE runs SET lease_expires_at = :lease_expires_at
 WHERE id = :id AND token = :token AND state = 'running' AND lease_owner = :worker_id
 RETURNING id;
 
--- name: run_complete
-UPDATE runs SET
-    state = :next_state,
-    attempt = attempt - :refund_attempt,
-    available_at = coalesce(:available_at, available_at),
-    finished_at = CASE WHEN :next_state = 'scheduled' THEN NULL ELSE :now END,
-    lease_owner = NULL, lease_expires_at = NULL,
-    reason = :reason, last_error_class = :error_class, last_error_message = :error_message
-WHERE id = :id AND token = :token AND state = 'running'
-RETURNING job_id, tenant;
-
 -- name: attempt_record
 INSERT INTO attempts (
     run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at, finished_at,
@@ -150,3 +139,45 @@ VALUES (:job_id, :first_at, :last_at, :count, :reason, :now);
 SELECT s.* FROM run_skips s JOIN jobs j ON j.id = s.job_id
 WHERE j.tenant = :tenant AND s.job_id = :job_id
 ORDER BY s.first_at;
+
+-- name: runs_complete
+-- The fenced end of a batch of attempts (`batch`: a JSON array of [run id, token, next state,
+-- available_at, reason, error class, error message, refund (0/1)], each (run, token) once), one
+-- statement: runs still `running` with the attempt's token take the outcome. Returns the
+-- applied (id, token) with the job. One statement per batch: a statement per run cost two
+-- thread hops of aiosqlite each, far more than SQLite's own work.
+UPDATE runs SET
+    state = json_extract(b.value, '$[2]'),
+    attempt = attempt - json_extract(b.value, '$[7]'),
+    available_at = coalesce(json_extract(b.value, '$[3]'), available_at),
+    finished_at = CASE WHEN json_extract(b.value, '$[2]') = 'scheduled' THEN NULL ELSE :now END,
+    lease_owner = NULL, lease_expires_at = NULL,
+    reason = json_extract(b.value, '$[4]'),
+    last_error_class = json_extract(b.value, '$[5]'),
+    last_error_message = json_extract(b.value, '$[6]')
+FROM json_each(:batch) AS b
+WHERE runs.id = json_extract(b.value, '$[0]') AND runs.token = json_extract(b.value, '$[1]')
+  AND runs.state = 'running'
+RETURNING runs.id, runs.token, runs.job_id;
+
+-- name: attempts_record
+-- Every attempt of a completed batch recorded (`records`: a JSON array of [run id, token,
+-- number, worker id, claimed_at, started_at, outcome, error class, error message]; the outcome
+-- is `stale` where runs_complete refused it), in the same transaction.
+INSERT INTO attempts (
+    run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at, finished_at,
+    outcome, error_class, error_message
+)
+SELECT runs.id, json_extract(a.value, '$[1]'), runs.job_id, runs.tenant,
+       json_extract(a.value, '$[2]'), json_extract(a.value, '$[3]'),
+       json_extract(a.value, '$[4]'), json_extract(a.value, '$[5]'), :now,
+       json_extract(a.value, '$[6]'), json_extract(a.value, '$[7]'),
+       json_extract(a.value, '$[8]')
+FROM json_each(:records) AS a JOIN runs ON runs.id = json_extract(a.value, '$[0]')
+WHERE true
+ON CONFLICT (run_id, token) DO UPDATE SET
+    outcome = excluded.outcome, finished_at = excluded.finished_at,
+    started_at = coalesce(attempts.started_at, excluded.started_at),
+    error_class = excluded.error_class, error_message = excluded.error_message
+-- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
+WHERE attempts.outcome IN ('lost', 'cancelled');
