@@ -139,6 +139,7 @@ def duetime_fire(
 
         wait_until(drained, settle, 1.0)
         lags, total, never, cron_missing = _lags(db, start, last)
+        write_late = _start_write_lateness(db, start, last)
         errors = stop_all(procs)
         procs = []
         if errors:
@@ -155,10 +156,26 @@ def duetime_fire(
             "never_started": never + max(0, expected - total),
             "cron_seconds_missing": cron_missing,
             **lag_summary(lags),
+            "start_written_late": write_late,
         }
     finally:
         stop_all(procs)
         db.drop()
+
+
+def _start_write_lateness(db: Database, start: datetime, end: datetime) -> float | None:
+    """Share of runs whose start was written after their instant (PostgreSQL): the store
+    stamps a start written ahead with the instant itself, so ``started_at > scheduled_for``
+    means the write was late; the rest of the lag is the worker calling the task late."""
+    if db.store != "postgres":
+        return None
+    rows = db.query(
+        "SELECT count(*) FILTER (WHERE started_at > scheduled_for + interval '1 ms'), count(*) "
+        "FROM runs WHERE scheduled_for >= ? AND scheduled_for < ? AND started_at IS NOT NULL",
+        (start, end),
+    )
+    late, n = rows[0]
+    return None if not n else late / n
 
 
 def describe(r: dict[str, Any]) -> str:
@@ -167,6 +184,11 @@ def describe(r: dict[str, Any]) -> str:
         f"{r['expected']:,} started (missing {r['never_started']}), lag p50 "
         f"{r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max "
         f"{r['max_ms']:.1f} ms; cron seconds missed {r['cron_seconds_missing']}"
+        + (
+            ""
+            if r.get("start_written_late") is None
+            else f"; starts written after the instant {100 * r['start_written_late']:.1f}%"
+        )
     )
 
 
