@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
 from duetime import _json
 from duetime._types import Job, JobStatus, OverlapPolicy, RunState, RunTrigger, Schedule
-from duetime.store.base import JobUpsertParams, PlannedRun, RunTriggerParams
+from duetime.store.base import JobUpsertParams, PlannedRun, RunCompletion, RunTriggerParams
 
 STATUS_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PAUSED: frozenset({JobStatus.ACTIVE}),
@@ -125,3 +126,33 @@ def trigger_run_values(job: Job, params: RunTriggerParams, now: datetime) -> dic
     if params.priority is not None:
         values["priority"] = params.priority
     return values
+
+
+CompletionKey = tuple[uuid.UUID, int]
+
+
+def unique_completions(
+    completions: Sequence[RunCompletion],
+) -> tuple[list[RunCompletion], dict[CompletionKey, int]]:
+    """A completion batch as a store writes it: each (run, token) once — a repeat in the same
+    batch is refused like a late repeat — in run-id order (PostgreSQL's heartbeats and starts
+    lock their rows in that order too: no deadlock). Also returns where each (run, token) came
+    first, for :func:`completion_answers`."""
+    first: dict[CompletionKey, int] = {}
+    for index, c in enumerate(completions):
+        first.setdefault((c.run_id, c.token), index)
+    unique = sorted((completions[i] for i in first.values()), key=lambda c: c.run_id)
+    return unique, first
+
+
+def completion_answers(
+    completions: Sequence[RunCompletion],
+    first: dict[CompletionKey, int],
+    applied: Collection[CompletionKey],
+) -> list[bool]:
+    """``runs_complete``'s answer, one flag per completion in order: True only for the first
+    of a (run, token) whose outcome was applied."""
+    return [
+        index == first[(c.run_id, c.token)] and (c.run_id, c.token) in applied
+        for index, c in enumerate(completions)
+    ]

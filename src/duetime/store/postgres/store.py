@@ -47,10 +47,12 @@ from duetime.store._rows import NativeCodec, to_micros
 from duetime.store._values import (
     PENDING_END_STATE,
     STATUS_MOVES,
+    completion_answers,
     job_values,
     new_webhook_secret,
     planned_run_values,
     trigger_run_values,
+    unique_completions,
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
@@ -815,12 +817,7 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
         if not params.completions:
             return []
-        # one row per (run, token): a repeat in the same batch is refused like a late repeat
-        first: dict[tuple[uuid.UUID, int], int] = {}
-        for index, c in enumerate(params.completions):
-            first.setdefault((c.run_id, c.token), index)
-        # in id order: heartbeats and starts lock their rows in that order too (no deadlock)
-        cs = sorted((params.completions[i] for i in first.values()), key=lambda c: c.run_id)
+        cs, first = unique_completions(params.completions)
         async with self._read() as conn:
             rows = await self._all(
                 conn,
@@ -828,11 +825,8 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
                 now=self._fixed_now(params.now),
                 **completion_columns(cs),
             )
-        applied = {(r["run_id"], r["token"]): r["applied"] for r in rows}
-        return [
-            index == first[(c.run_id, c.token)] and bool(applied.get((c.run_id, c.token)))
-            for index, c in enumerate(params.completions)
-        ]
+        applied = {(r["run_id"], r["token"]) for r in rows if r["applied"]}
+        return completion_answers(params.completions, first, applied)
 
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         async with self._tx() as conn:

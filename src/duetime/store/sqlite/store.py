@@ -45,10 +45,12 @@ from duetime.store._rows import SQLiteCodec, to_micros
 from duetime.store._values import (
     PENDING_END_STATE,
     STATUS_MOVES,
+    completion_answers,
     job_values,
     new_webhook_secret,
     planned_run_values,
     trigger_run_values,
+    unique_completions,
 )
 from duetime.store.base import (
     SCHEMA_VERSION,
@@ -690,11 +692,7 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
         if not params.completions:
             return []
         now = self._now(params.now)
-        # one row per (run, token): a repeat in the same batch is refused like a late repeat
-        first: dict[tuple[uuid.UUID, int], int] = {}
-        for index, c in enumerate(params.completions):
-            first.setdefault((c.run_id, c.token), index)
-        cs = [params.completions[i] for i in sorted(first.values())]
+        cs, first = unique_completions(params.completions)
         batch = _json.dumps(
             [
                 [str(c.run_id), c.token, str(c.next_state), _encode(c.available_at), c.reason,
@@ -723,10 +721,7 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
             if ended:
                 await self._exec(conn, "jobs_complete_many", ids=_json.dumps(ended), now=now)
         ok_pairs = {(c.run_id, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
-        return [
-            index == first[(c.run_id, c.token)] and (c.run_id, c.token) in ok_pairs
-            for index, c in enumerate(params.completions)
-        ]
+        return completion_answers(params.completions, first, ok_pairs)
 
     async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
         now = self._now(params.now)
