@@ -140,6 +140,7 @@ def duetime_fire(
         wait_until(drained, settle, 1.0)
         lags, total, never, cron_missing = _lags(db, start, last)
         write_late = _start_write_lateness(db, start, last)
+        causes = _late_causes(db, start, last)
         errors = stop_all(procs)
         procs = []
         if errors:
@@ -157,6 +158,7 @@ def duetime_fire(
             "cron_seconds_missing": cron_missing,
             **lag_summary(lags),
             "start_written_late": write_late,
+            "late_causes": causes,
         }
     finally:
         stop_all(procs)
@@ -178,6 +180,32 @@ def _start_write_lateness(db: Database, start: datetime, end: datetime) -> float
     return None if not n else late / n
 
 
+LATE_MS = 10.0
+"""A run that started this much after its instant counts as late in :func:`_late_causes`."""
+
+
+def _late_causes(db: Database, start: datetime, end: datetime) -> dict[str, int] | None:
+    """Why runs started more than :data:`LATE_MS` late (PostgreSQL), each run counted once,
+    by its first late step: inserted by the scheduler less than a lookahead (1 s) before its
+    instant, claimed by a worker less than 100 ms before its instant (too close for its start
+    to be written ahead), its start written after its instant
+    (``runs.started_at`` later than the instant), or else its task called late."""
+    if db.store != "postgres":
+        return None
+    rows = db.query(
+        "SELECT CASE "
+        "WHEN r.created_at > r.scheduled_for - interval '1 s' THEN 'inserted' "
+        "WHEN a.claimed_at > r.scheduled_for - interval '100 ms' THEN 'claimed' "
+        "WHEN r.started_at > r.scheduled_for + interval '1 ms' THEN 'start written' "
+        "ELSE 'called' END, count(*) FROM runs r "
+        "JOIN attempts a ON a.run_id = r.id AND a.number = 1 "
+        "WHERE r.scheduled_for >= ? AND r.scheduled_for < ? "
+        f"AND a.started_at > r.scheduled_for + interval '{LATE_MS} ms' GROUP BY 1",
+        (start, end),
+    )
+    return {str(cause): int(n) for cause, n in rows}
+
+
 def describe(r: dict[str, Any]) -> str:
     return (
         f"{r['store']} {r['rate']:,.0f}/s for {r['seconds']:.0f} s: runs {r['n']:,}/"
@@ -188,6 +216,12 @@ def describe(r: dict[str, Any]) -> str:
             ""
             if r.get("start_written_late") is None
             else f"; starts written after the instant {100 * r['start_written_late']:.1f}%"
+        )
+        + (
+            ""
+            if r.get("late_causes") is None
+            else f"; late > {LATE_MS:.0f} ms by cause "
+            + (", ".join(f"{k} {v:,}" for k, v in sorted(r["late_causes"].items())) or "none")
         )
     )
 

@@ -15,7 +15,7 @@ import pytest
 
 from duetime._types import RunState
 from duetime.store.base import RunsStartParams
-from duetime.worker.starter import Starter
+from duetime.worker.starter import ASK_TICK, MIN_LEAD, Starter
 
 TENANT = "acme"
 
@@ -186,3 +186,24 @@ async def test_stopping_ends_the_retries_of_an_unreachable_database() -> None:
     stop.set()
     assert await asyncio.wait_for(answer, 5) is False
     await asyncio.wait_for(loop, 5)
+
+
+async def test_asks_for_close_instants_share_one_tick_at_least_the_lead_ahead() -> None:
+    starter = Starter(ScriptedStore(all_start), max_lead=0.25)  # type: ignore[arg-type]
+    now = asyncio.get_running_loop().time()
+    asks = []
+    for until in (1.0, 1.0 + ASK_TICK / 4, 1.0 + ASK_TICK / 2, 0.7):
+        delay = starter.ask_delay(until, now)
+        ask_at, instant = now + delay, now + until
+        ticks = ask_at / ASK_TICK
+        assert abs(ticks - round(ticks)) < 1e-6  # on the grid
+        # at least the lead ahead of the instant, less than a tick more
+        assert instant - starter.lead() - ASK_TICK - 1e-6 < ask_at <= instant - starter.lead()
+        asks.append(round(ticks))
+    assert starter.lead() == MIN_LEAD  # nothing measured yet: the floor
+    assert max(asks[:3]) - min(asks[:3]) <= 1  # instants within half a tick: one or two asks
+    assert asks[3] < asks[0]
+    # a run whose instant is nearer than the lead asks at once
+    assert starter.ask_delay(MIN_LEAD / 2) <= 0
+    # the lead never exceeds max_lead, even below the floor
+    assert Starter(ScriptedStore(all_start), max_lead=0.01).lead() == 0.01  # type: ignore[arg-type]

@@ -1,7 +1,11 @@
 """Writes attempt outcomes in batches with the fencing check, never losing one.
 
 Completions queue up while a batch is being written; each write takes everything queued (up
-to ``batch``). A failed write (database down) is retried with backoff, keeping its batch.
+to ``batch``). When fewer than ``batch`` are queued, the write first lingers ``linger`` seconds
+for more: at a steady trickle of runs this turns a commit per run or two into one per linger
+(the write-ahead log's flush and the round trip are per commit), at the price of outcomes
+becoming visible up to ``linger`` later; on stop nothing lingers. A failed write (database
+down) is retried with backoff, keeping its batch.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from duetime import _tracing
+from duetime._aio import wait_or_stop
 from duetime.store.base import RunCompletion, RunsCompleteParams, Store
 
 log = logging.getLogger("duetime.worker")
@@ -23,10 +28,16 @@ CompletionListener = Callable[[RunCompletion, bool], None]
 
 class Completer:
     def __init__(
-        self, store: Store, *, batch: int = 500, listener: CompletionListener | None = None
+        self,
+        store: Store,
+        *,
+        batch: int = 500,
+        linger: float = 0.0,
+        listener: CompletionListener | None = None,
     ) -> None:
         self.store = store
         self.batch = batch
+        self.linger = linger
         self.listener = listener
         self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
         self._pending = 0
@@ -60,6 +71,8 @@ class Completer:
                 batch = [getter.result()]
             else:
                 batch = [self._queue.get_nowait()]
+            if self.linger > 0 and self._queue.qsize() + 1 < self.batch:
+                await wait_or_stop(stop, self.linger)
             while len(batch) < self.batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             await self._write(batch)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -53,8 +54,14 @@ class _Stopped(Exception):
     """Stop was requested while waiting for the database."""
 
 
-MIN_LEAD = 0.005
-"""Seconds ahead of its instant a run's start is written at the least."""
+MIN_LEAD = 0.05
+"""Seconds ahead of its instant a run's start is asked for at the least. A start's answer
+usually takes a few milliseconds, but under CPU contention single answers take tens; the
+recent maximum reacts only after such a spike, so the floor covers the spikes."""
+
+ASK_TICK = 0.01
+"""Asks for starts are aligned to this grid of the event loop's clock (see
+:meth:`Starter.ask_delay`)."""
 
 
 class Starter:
@@ -70,7 +77,7 @@ class Starter:
         self.batch = batch
         self.lease_ttl = lease_ttl
         """Each run that starts gets a lease this long from its start (None: kept as it is)."""
-        self.max_lead = max(MIN_LEAD, max_lead)
+        self.max_lead = max_lead
         self._queue: deque[_Request] = deque()
         self._queued = asyncio.Event()
         self._closed = False
@@ -79,9 +86,21 @@ class Starter:
     def lead(self) -> float:
         """How long before a run's instant to ask for its start, so that the start is written
         by then: twice the slowest of the recent requests (queueing included), between
-        :data:`MIN_LEAD` and ``max_lead`` seconds."""
-        slowest = max(self._latencies, default=MIN_LEAD)
+        :data:`MIN_LEAD` and ``max_lead`` seconds (``max_lead`` wins if smaller)."""
+        slowest = max(self._latencies, default=0.0)
         return min(self.max_lead, max(MIN_LEAD, 2 * slowest))
+
+    def ask_delay(self, until_instant: float, now: float | None = None) -> float:
+        """How long to wait before asking for the start of a run whose instant is
+        ``until_instant`` seconds away: until :meth:`lead` before it, rounded down to
+        :data:`ASK_TICK` of the loop's clock, so runs whose instants are close ask in the same
+        loop iteration and share one batch (one commit), and the process wakes once per tick
+        rather than once per run. Zero or negative: ask now. ``now``: the loop's clock (read
+        when not given)."""
+        if now is None:
+            now = asyncio.get_running_loop().time()
+        ask_at = now + until_instant - self.lead()
+        return math.floor(ask_at / ASK_TICK) * ASK_TICK - now
 
     async def start(self, run_id: uuid.UUID, token: int, tenant: str) -> bool:
         """Start the run (claimed ahead with ``token``) with the next batch: True if it started

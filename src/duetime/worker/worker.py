@@ -59,6 +59,14 @@ log = logging.getLogger("duetime.worker")
 StartListener = Callable[[ClaimedRun], None]
 T = TypeVar("T")
 
+SPAWN_SLICE = 50
+"""Runs of a claim whose tasks are created before the loop gets a turn: a claim of hundreds,
+spawned at once, delays the instants of runs already waiting by milliseconds."""
+
+COMPLETION_LINGER = 0.01
+"""Seconds a completion batch waits for more outcomes when few are queued (worker/completer.py):
+at most 100 completion commits a second per worker however the runs trickle in."""
+
 
 @dataclass(slots=True)
 class _InFlight:
@@ -105,7 +113,10 @@ class Worker:
         self.on_start = on_start
         self.observer = RunObserver()  # metrics: starts, outcomes, durations
         self.completer = Completer(
-            store, batch=settings.worker_batch * 5, listener=self.observer.listener(on_complete)
+            store,
+            batch=settings.worker_batch * 5,
+            linger=COMPLETION_LINGER,
+            listener=self.observer.listener(on_complete),
         )
         self.starter = Starter(
             store,
@@ -309,8 +320,10 @@ class Worker:
                 await first_of(stop.wait(), asyncio.sleep(pause))
                 continue
             self._claim_failures = 0
-            for item in claimed:
+            for index, item in enumerate(claimed, 1):
                 self._spawn(item)
+                if not index % SPAWN_SLICE:
+                    await asyncio.sleep(0)  # let due timers fire (the runs' instants) meanwhile
             if len(claimed) < limit:
                 await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
 
@@ -381,7 +394,8 @@ class Worker:
         """Write the run's start shortly before its instant (the starter's lead), then wait for
         the instant (database clock): the task is called at the instant, not a write later."""
         run = item.claimed.run
-        delay = (run.available_at - self._db_now()).total_seconds() - self.starter.lead()
+        until = (run.available_at - self._db_now()).total_seconds()
+        delay = self.starter.ask_delay(until)
         if delay > 0:
             await asyncio.sleep(delay)
         # started with every run whose instant came meanwhile (worker/starter.py); a run whose

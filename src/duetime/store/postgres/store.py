@@ -192,6 +192,9 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
     @staticmethod
     async def _all(conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> list[Any]:
         cursor = await conn.execute(cast(LiteralString, _Q[name]), _params(values))
+        if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
+            async with conn.pipeline():
+                pass
         return await cursor.fetchall() if cursor.description else []
 
     async def _one(self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> Any:
@@ -199,8 +202,18 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         return rows[0] if rows else None
 
     @staticmethod
+    async def _queue(
+        conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
+    ) -> psycopg.AsyncCursor[Any]:
+        """Send a statement; in pipeline mode its answer is awaited only when read."""
+        return await conn.execute(cast(LiteralString, _Q[name]), _params(values))
+
+    @staticmethod
     async def _exec(conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> int:
         cursor = await conn.execute(cast(LiteralString, _Q[name]), _params(values))
+        if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
+            async with conn.pipeline():
+                pass
         return cursor.rowcount
 
     async def _now(self, conn: psycopg.AsyncConnection[Any], now: datetime | None) -> datetime:
@@ -673,7 +686,10 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         runs = sorted(dict.fromkeys(params.runs))
         if not runs:
             return set()
-        async with self._tx() as conn:
+        # pipelined: statements whose answers are not needed yet travel with the next one that
+        # is waited for, so a batch costs one round trip without overlap keys, three with
+        judged: list[psycopg.AsyncCursor[Any]] = []
+        async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             rows = await self._all(
                 conn,
                 "runs_start",
@@ -693,7 +709,10 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
                     sorted(set(keyed.values())),
                     params.now,
                     params.lease_ttl,
+                    judged,
                 )
+        for cursor in judged:  # answered with the commit
+            started.update(r["id"] for r in await cursor.fetchall())
         return started
 
     async def _start_keyed(
@@ -703,23 +722,27 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         keys: list[str],
         now: datetime | None,
         lease_ttl: float | None,
+        judged: list[psycopg.AsyncCursor[Any]],
     ) -> set[uuid.UUID]:
-        """The runs of a start batch that have an overlap key, in the caller's transaction: lock
-        every key of the batch at once (in one order: a batch never holds one key while waiting
-        for another), lock the runs and read their policies, count each key's started runs,
-        judge the batch in order (store/_overlap.py ``plan_starts``) and write the verdicts in
-        one statement each. Keys with a ``replace`` run go through the one-run path."""
+        """The runs of a start batch that have an overlap key, in the caller's pipelined
+        transaction: lock every key of the batch at once (in one order: a batch never holds one
+        key while waiting for another), lock the runs and read their policies, count each key's
+        started runs (one round trip for the three), judge the batch in order
+        (store/_overlap.py ``plan_starts``) and queue the verdicts' writes, one statement each.
+        Returns the runs started here; the cursor of the statement starting the rest is
+        appended to ``judged``, to be read after the commit. Keys with a ``replace`` run go
+        through the one-run path."""
         ids, tokens = [r[0] for r in runs], [r[1] for r in runs]
-        await self._exec(conn, "overlap_keys_lock", keys=keys)
-        rows = await self._all(
+        await self._queue(conn, "overlap_keys_lock", keys=keys)
+        info = await self._queue(
             conn, "runs_start_keyed_info", ids=ids, tokens=tokens, now=self._fixed_now(now)
         )
+        counts = await self._queue(conn, "runs_started_by_key", keys=keys)
+        rows = await info.fetchall()
+        counted = await counts.fetchall()
         eligible = [r for r in rows if r["eligible"]]
         if not eligible:
             return set()
-        counted = await self._all(
-            conn, "runs_started_by_key", keys=sorted({r["concurrency_key"] for r in eligible})
-        )
         plan = plan_starts(
             [
                 StartCandidate(
@@ -734,27 +757,21 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
             ],
             {r["concurrency_key"]: r["running"] for r in counted},
         )
-        at = await self._now(conn, now)
-        for query, judged in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
-            if judged:
-                await self._exec(
-                    conn,
-                    query,
-                    ids=[c.id for c in judged],
-                    now=at,
-                )
-        started: set[uuid.UUID] = set()
+        for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
+            if verdict:
+                ids = [c.id for c in verdict]
+                await self._queue(conn, query, ids=ids, now=self._fixed_now(now))
         if plan.start:
-            started = {
-                r["id"]
-                for r in await self._all(
+            judged.append(
+                await self._queue(
                     conn,
                     "runs_start_judged",
                     ids=[c.id for c in plan.start],
                     now=self._fixed_now(now),
                     lease_ttl=lease_ttl,
                 )
-            }
+            )
+        started: set[uuid.UUID] = set()
         for c in plan.replace:
             if await self._start_one(conn, c.id, c.token, now, lease_ttl):
                 started.add(c.id)

@@ -107,7 +107,8 @@ GROUP BY concurrency_key;
 -- Runs of a start batch that their overlap policy skips (run_start_skip, for many); the rows
 -- are locked and checked (token included) by runs_start_keyed_info in this transaction.
 UPDATE runs r SET
-    state = 'skipped', reason = 'overlap', finished_at = %(now)s, token = r.token + 1,
+    state = 'skipped', reason = 'overlap',
+    finished_at = coalesce(%(now)s::timestamptz, clock_timestamp()), token = r.token + 1,
     attempt = r.attempt - 1, lease_owner = NULL, lease_expires_at = NULL
 WHERE r.id = ANY(%(ids)s::uuid[]);
 

@@ -162,6 +162,18 @@ input AS (
         refund_attempt bool
     )
 ),
+held AS (
+    -- each run still `running` with the attempt's token, locked, found through its primary key
+    -- (LATERAL + LIMIT): statistics taken while few runs were in flight make a scan of the
+    -- partial indexes of running runs look cheaper, and it reads every running run's index
+    -- entries, dead ones included (milliseconds per batch until the next vacuum)
+    -- (the checks stay outside: inside, the partial index's predicate would match them)
+    SELECT i.run_id FROM input i
+    CROSS JOIN LATERAL (
+        SELECT runs.token, runs.state FROM runs WHERE runs.id = i.run_id LIMIT 1 FOR UPDATE
+    ) k
+    WHERE k.token = i.token AND k.state = 'running'
+),
 done AS (
     -- carries what the attempt record and the job need, so nothing below joins back to it
     -- (a CTE's row estimate is 1: a join with it becomes a nested loop over the whole batch)
@@ -173,7 +185,7 @@ done AS (
         lease_owner = NULL, lease_expires_at = NULL, reason = i.reason,
         last_error_class = i.error_class, last_error_message = i.error_message
     FROM input i, t
-    WHERE r.id = i.run_id AND r.token = i.token AND r.state = 'running'
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM held)) AND r.id = i.run_id AND r.token = i.token
     RETURNING r.id, r.job_id, r.tenant, i.token, i.number, i.worker_id, i.claimed_at,
               i.started_at, i.outcome, i.error_class, i.error_message, i.completes_job,
               i.next_state

@@ -1,0 +1,92 @@
+"""The completer's batching against a scripted store: with a linger, outcomes that arrive
+while the first waits go in one write; a full batch does not wait; stopping cuts the linger
+short and writes everything submitted."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+from duetime._types import AttemptOutcome, RunState
+from duetime.store.base import RunCompletion, RunsCompleteParams
+from duetime.worker.completer import Completer
+
+LONG = 3600.0
+"""A linger no test waits out: only a full batch or a stop ends it."""
+
+
+class ScriptedStore:
+    """Records each ``runs_complete`` batch; every completion applies."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[uuid.UUID]] = []
+        self.written = asyncio.Event()
+
+    async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
+        self.calls.append([c.run_id for c in params.completions])
+        self.written.set()
+        return [True] * len(params.completions)
+
+
+def completion() -> RunCompletion:
+    return RunCompletion(
+        run_id=uuid.uuid4(),
+        token=1,
+        worker_id="w",
+        attempt=1,
+        claimed_at=datetime(2026, 1, 1, tzinfo=UTC),
+        started_at=None,
+        outcome=AttemptOutcome.SUCCEEDED,
+        next_state=RunState.SUCCEEDED,
+    )
+
+
+async def turns(count: int = 5) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_outcomes_arriving_while_the_first_lingers_go_in_one_write() -> None:
+    store = ScriptedStore()
+    completer = Completer(store, batch=10, linger=LONG)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    loop = asyncio.create_task(completer.run(stop))
+    first, second = completion(), completion()
+    completer.submit(first)
+    await turns()
+    assert store.calls == []  # lingering
+    completer.submit(second)
+    await turns()
+    assert store.calls == []
+    stop.set()  # no more lingering: everything submitted is written, in one batch
+    await asyncio.wait_for(loop, 5)
+    assert store.calls == [[first.run_id, second.run_id]]
+    assert completer.pending == 0
+
+
+async def test_a_full_batch_does_not_linger() -> None:
+    store = ScriptedStore()
+    completer = Completer(store, batch=2, linger=LONG)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    loop = asyncio.create_task(completer.run(stop))
+    batch = [completion(), completion()]
+    for c in batch:
+        completer.submit(c)
+    await asyncio.wait_for(store.written.wait(), 5)
+    assert store.calls == [[c.run_id for c in batch]]
+    stop.set()
+    await asyncio.wait_for(loop, 5)
+
+
+async def test_without_a_linger_each_write_takes_what_is_queued() -> None:
+    store = ScriptedStore()
+    completer = Completer(store, batch=10)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    loop = asyncio.create_task(completer.run(stop))
+    first = completion()
+    completer.submit(first)
+    await asyncio.wait_for(store.written.wait(), 5)
+    assert store.calls == [[first.run_id]]
+    stop.set()
+    await asyncio.wait_for(loop, 5)
