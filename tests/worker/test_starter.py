@@ -15,7 +15,7 @@ import pytest
 
 from duetime._types import RunState
 from duetime.store.base import RunsStartParams
-from duetime.worker.starter import ASK_TICK, MIN_LEAD, Starter
+from duetime.worker.starter import ASK_TICK, LEAD_MEMORY, MIN_LEAD, Starter
 
 TENANT = "acme"
 
@@ -207,3 +207,17 @@ async def test_asks_for_close_instants_share_one_tick_at_least_the_lead_ahead() 
     assert starter.ask_delay(MIN_LEAD / 2) <= 0
     # the lead never exceeds max_lead, even below the floor
     assert Starter(ScriptedStore(all_start), max_lead=0.01).lead() == 0.01  # type: ignore[arg-type]
+
+
+def test_the_lead_remembers_a_slow_start_and_forgets_it_gradually() -> None:
+    starter = Starter(ScriptedStore(all_start), max_lead=1.0)  # type: ignore[arg-type]
+    starter._observe(0.004, now=100.0)
+    assert starter.lead() == MIN_LEAD  # fast answers: the floor
+    starter._observe(0.2, now=101.0)  # a spike
+    assert starter.lead() == pytest.approx(0.4)
+    starter._observe(0.004, now=101.0 + LEAD_MEMORY)  # fast again: the spike's memory halved
+    assert starter.lead() == pytest.approx(0.2)
+    starter._observe(0.004, now=101.0 + 4 * LEAD_MEMORY)
+    assert starter.lead() == MIN_LEAD
+    starter._observe(5.0, now=200.0)
+    assert starter.lead() == 1.0  # never beyond max_lead

@@ -21,6 +21,10 @@ from duetime.store.base import JobPlan, MaterializeResult, RunsMaterializeParams
 log = logging.getLogger("duetime.scheduler")
 
 
+PACE_AHEAD = 2.0
+"""Ticks ahead of now beyond which a batch's occurrences are paced (see ``run_once``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TickResult:
     jobs: int
@@ -50,10 +54,18 @@ class Materializer:
         self.partitions = partitions
         self.metrics: Metrics = metrics()
 
-    async def run_once(self) -> TickResult:
-        """Materialize every job due within the horizon, batch after batch, until none is left."""
+    async def run_once(self, *, pace: bool = False) -> TickResult:
+        """Materialize every job due within the horizon, batch after batch, until none is left.
+
+        ``pace``: after a full batch whose earliest occurrence was still at least
+        :data:`PACE_AHEAD` ticks away, wait as long as the batch took before the next, so a
+        burst of future occurrences takes half of a core rather than all of it (and of the
+        database's) — on a small machine the workers firing runs right now need it. Overdue
+        and imminent occurrences are never paced."""
         jobs = created = skips = 0
+        loop = asyncio.get_running_loop()
         while True:
+            began = loop.time()
             planner = _RecordingPlanner()
             result: MaterializeResult = await self.store.runs_materialize(
                 RunsMaterializeParams(
@@ -69,6 +81,16 @@ class Materializer:
             skips += result.skips
             if result.jobs < self.settings.scheduler_batch:
                 return TickResult(jobs, created, skips)
+            if pace and self._far_ahead(planner.planned):
+                await asyncio.sleep(loop.time() - began)
+
+    def _far_ahead(self, planned: list[tuple[Job, datetime, JobPlan]]) -> bool:
+        """Whether every occurrence of a batch was at least PACE_AHEAD ticks away."""
+        dues = [job.next_fire_at for job, _, _ in planned if job.next_fire_at is not None]
+        if not dues or not planned:
+            return False
+        ahead = (min(dues) - planned[0][1]).total_seconds()
+        return ahead >= PACE_AHEAD * self.settings.scheduler_tick
 
     def _observe(self, planned: list[tuple[Job, datetime, JobPlan]]) -> None:
         """Count what a committed materialize transaction decided (runs, skips)."""
@@ -84,7 +106,7 @@ class Materializer:
         failures = 0
         while not stop.is_set():
             try:
-                result = await self.run_once()
+                result = await self.run_once(pace=True)
                 failures = 0
                 if result.runs_created or result.skips:
                     log.debug(

@@ -59,6 +59,9 @@ MIN_LEAD = 0.05
 usually takes a few milliseconds, but under CPU contention single answers take tens; the
 recent maximum reacts only after such a spike, so the floor covers the spikes."""
 
+LEAD_MEMORY = 5.0
+"""Seconds over which the memory of a slow start request halves (see :meth:`Starter.lead`)."""
+
 ASK_TICK = 0.01
 """Asks for starts are aligned to this grid of the event loop's clock (see
 :meth:`Starter.ask_delay`)."""
@@ -81,14 +84,20 @@ class Starter:
         self._queue: deque[_Request] = deque()
         self._queued = asyncio.Event()
         self._closed = False
-        self._latencies: deque[float] = deque(maxlen=64)
+        self._slowest = 0.0
+        self._slowest_at = 0.0
 
     def lead(self) -> float:
         """How long before a run's instant to ask for its start, so that the start is written
-        by then: twice the slowest of the recent requests (queueing included), between
-        :data:`MIN_LEAD` and ``max_lead`` seconds (``max_lead`` wins if smaller)."""
-        slowest = max(self._latencies, default=0.0)
-        return min(self.max_lead, max(MIN_LEAD, 2 * slowest))
+        by then: twice the slowest request (queueing included), the memory of a slow one
+        halving every :data:`LEAD_MEMORY` seconds — a spike is expected again for a while —
+        between :data:`MIN_LEAD` and ``max_lead`` seconds (``max_lead`` wins if smaller)."""
+        return min(self.max_lead, max(MIN_LEAD, 2 * self._slowest))
+
+    def _observe(self, latency: float, now: float) -> None:
+        faded = self._slowest * 0.5 ** ((now - self._slowest_at) / LEAD_MEMORY)
+        self._slowest = max(latency, faded)
+        self._slowest_at = now
 
     def ask_delay(self, until_instant: float, now: float | None = None) -> float:
         """How long to wait before asking for the start of a run whose instant is
@@ -113,7 +122,8 @@ class Starter:
         self._queued.set()
         asked = loop.time()
         started = await answer
-        self._latencies.append(loop.time() - asked)
+        answered = loop.time()
+        self._observe(answered - asked, answered)
         return started
 
     @property

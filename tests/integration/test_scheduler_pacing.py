@@ -1,0 +1,50 @@
+"""The scheduler paces bursts of future occurrences, never overdue or imminent ones, and a
+paced tick still materializes everything within the horizon."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from duetime import AsyncApp
+from duetime._config import Settings
+from duetime.registration import JobSpec
+from duetime.scheduler.materializer import PACE_AHEAD, _RecordingPlanner
+
+
+async def test_a_paced_tick_materializes_every_occurrence_within_the_horizon(
+    store_url: str,
+) -> None:
+    settings = Settings(database_url=store_url, scheduler_batch=2, scheduler_horizon=60.0)
+    async with AsyncApp(settings=settings, migrate=True) as app:
+        soon = datetime.now(UTC) + timedelta(seconds=30)
+        specs = [JobSpec(name=f"later-{i}", task="duetime.noop", at=soon) for i in range(5)]
+        assert await app.schedule_many(specs) == 5
+        materializer = app.materializer()
+        result = await materializer.run_once(pace=True)
+        assert (result.jobs, result.runs_created) == (5, 5)
+        assert len((await app.runs()).items) == 5
+
+
+async def test_only_batches_whose_occurrences_are_all_far_ahead_are_paced(
+    store_url: str,
+) -> None:
+    settings = Settings(database_url=store_url, scheduler_tick=1.0)
+    async with AsyncApp(settings=settings, migrate=True) as app:
+        now = datetime.now(UTC)
+        materializer = app.materializer()
+        far = now + timedelta(seconds=PACE_AHEAD * settings.scheduler_tick + 5)
+        near = now + timedelta(seconds=PACE_AHEAD * settings.scheduler_tick / 2)
+        jobs = {}
+        for name, at in (("far", far), ("near", near)):
+            await app.schedule(name, task="duetime.noop", at=at)
+            jobs[name] = await app.get(name)
+
+        def batch(*names: str) -> list:  # type: ignore[type-arg]
+            planner = _RecordingPlanner()
+            for name in names:
+                planner(jobs[name], now, now + timedelta(seconds=60))
+            return planner.planned
+
+        assert materializer._far_ahead(batch("far"))
+        assert not materializer._far_ahead(batch("far", "near"))  # one imminent: no pause
+        assert not materializer._far_ahead([])
