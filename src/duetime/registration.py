@@ -197,10 +197,28 @@ def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
     return spec.task, None
 
 
+CronTimes = dict[tuple[Schedule, datetime], datetime | None]
+"""A validated cron schedule at ``now`` → its first fire instant (see :func:`build_upsert`)."""
+
+CRON_TIMES_MAX = 4096
+"""Entries a :data:`CronTimes` cache keeps before it starts over."""
+
+
 def build_upsert(
-    spec: JobSpec, *, tenant: str, settings: Settings, now: datetime, create_only: bool = False
+    spec: JobSpec,
+    *,
+    tenant: str,
+    settings: Settings,
+    now: datetime,
+    create_only: bool = False,
+    cron_times: CronTimes | None = None,
 ) -> JobUpsertParams:
-    """Validate ``spec`` and build the store's upsert params. Raises ValidationError."""
+    """Validate ``spec`` and build the store's upsert params. Raises ValidationError.
+
+    ``cron_times``: a cache of validated cron schedules and their first instants, for many
+    specs at once (bulk registration repeats a few thousand expressions over millions of
+    jobs); a schedule is only cached once it validated, so an invalid one is checked, and
+    refused, every time."""
     if not isinstance(spec.name, str) or not spec.name.strip() or len(spec.name) > MAX_NAME:
         raise ValidationError("name", f"must be 1-{MAX_NAME} characters")
     if not spec.name.isprintable():
@@ -227,11 +245,24 @@ def build_upsert(
 
     requested = _schedule(spec, now)
     if requested.kind is ScheduleKind.CRON:  # what its H values hash (docs/fairness.md)
-        requested = replace(requested, hash_seed=job_hash_seed(tenant, spec.name, requested.cron))
-    validate_schedule(requested, now)
+        seed = job_hash_seed(tenant, spec.name, requested.cron)
+        if seed is not None:
+            requested = replace(requested, hash_seed=seed)
     resolved = requested
-    if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
-        resolved = Schedule(ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz)
+    key = (requested, now)
+    if cron_times is not None and requested.kind is ScheduleKind.CRON and key in cron_times:
+        next_fire_at = cron_times[key]
+    else:
+        validate_schedule(requested, now)
+        if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
+            resolved = Schedule(
+                ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz
+            )
+        next_fire_at = first_fire(resolved, now)
+        if cron_times is not None and requested.kind is ScheduleKind.CRON:
+            if len(cron_times) >= CRON_TIMES_MAX:
+                cron_times.clear()
+            cron_times[key] = next_fire_at
     job_id = uuid.uuid4()
     return JobUpsertParams(
         tenant=tenant,
@@ -239,7 +270,7 @@ def build_upsert(
         task=task,
         payload=payload,
         schedule=resolved,
-        next_fire_at=first_fire(resolved, now),
+        next_fire_at=next_fire_at,
         equivalent=equivalent_schedules(requested),
         priority=spec.priority,
         retry=_retry(spec.retry, settings),

@@ -87,3 +87,34 @@ def test_earlier_batches_stay_written_when_a_later_spec_is_bad(app: App) -> None
 def test_batch_size_must_be_positive(app: App) -> None:
     with pytest.raises(ValidationError, match="batch_size"):
         app.schedule_many([], batch_size=0)
+
+
+def test_repeated_cron_expressions_fire_as_if_registered_one_by_one(
+    app: App, tmp_path: Path
+) -> None:
+    """Bulk registration reuses a validated expression's first instant (a per-call cache):
+    every job still gets the instant its own schedule gives — hashed (``H``) ones their own,
+    from their names — the same as registered one by one (in another database, same tenant)."""
+    specs = [
+        {"name": f"j{i}", "task": "duetime.noop", "cron": cron, "tz": tz}
+        for i, (cron, tz) in enumerate(
+            [("0 3 * * *", "UTC"), ("0 3 * * *", "Europe/Paris")] * 3 + [("H H * * *", "UTC")] * 6
+        )
+    ]
+    assert app.schedule_many(specs) == len(specs)
+    with App(str(tmp_path / "one-by-one.db")) as other:
+        for spec in specs:
+            name, cron, tz = spec["name"], spec["cron"], spec["tz"]
+            single = other.schedule(name, task="duetime.noop", cron=cron, tz=tz)
+            assert app.get(spec["name"]).next_fire_at == single.next_fire_at, spec
+    hashed = {app.get(f"j{i}").next_fire_at for i in range(6, 12)}
+    assert len(hashed) > 1  # not one cached instant for every H job
+
+
+def test_an_invalid_cron_repeated_is_refused_each_time_it_is_named(app: App) -> None:
+    specs = [{"name": "ok", "task": "duetime.noop", "cron": "0 3 * * *"}] * 1 + [
+        {"name": "bad", "task": "duetime.noop", "cron": "0 0 30 2 *"}
+    ]
+    with pytest.raises(ValidationError) as caught:
+        app.schedule_many(specs)
+    assert caught.value.field == "specs[1].cron"
