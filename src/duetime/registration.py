@@ -250,7 +250,13 @@ def build_upsert(
             requested = replace(requested, hash_seed=seed)
     resolved = requested
     key = (requested, now)
-    if cron_times is not None and requested.kind is ScheduleKind.CRON and key in cron_times:
+    # only well-typed schedules are looked up (an unhashable tz must reach validation's error)
+    cacheable = (
+        cron_times is not None
+        and requested.kind is ScheduleKind.CRON
+        and isinstance(requested.tz, str)
+    )
+    if cron_times is not None and cacheable and key in cron_times:
         next_fire_at = cron_times[key]
     else:
         validate_schedule(requested, now)
@@ -259,7 +265,7 @@ def build_upsert(
                 ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz
             )
         next_fire_at = first_fire(resolved, now)
-        if cron_times is not None and requested.kind is ScheduleKind.CRON:
+        if cron_times is not None and cacheable:
             if len(cron_times) >= CRON_TIMES_MAX:
                 cron_times.clear()
             cron_times[key] = next_fire_at

@@ -3,6 +3,7 @@ paced tick still materializes everything within the horizon."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from duetime import AsyncApp
@@ -48,3 +49,16 @@ async def test_only_batches_whose_occurrences_are_all_far_ahead_are_paced(
         assert materializer._far_ahead(batch("far"))
         assert not materializer._far_ahead(batch("far", "near"))  # one imminent: no pause
         assert not materializer._far_ahead([])
+
+
+async def test_a_stop_ends_a_paced_tick_at_its_pause(store_url: str) -> None:
+    settings = Settings(database_url=store_url, scheduler_batch=2, scheduler_horizon=60.0)
+    async with AsyncApp(settings=settings, migrate=True) as app:
+        soon = datetime.now(UTC) + timedelta(seconds=30)
+        specs = [JobSpec(name=f"later-{i}", task="duetime.noop", at=soon) for i in range(5)]
+        await app.schedule_many(specs)
+        stop = asyncio.Event()
+        stop.set()
+        result = await app.materializer().run_once(pace=True, stop=stop)
+        assert result.jobs == 2  # the first batch, then the pause saw the stop
+        assert (await app.materializer().run_once()).jobs == 3  # the rest, next tick

@@ -118,3 +118,13 @@ def test_an_invalid_cron_repeated_is_refused_each_time_it_is_named(app: App) -> 
     with pytest.raises(ValidationError) as caught:
         app.schedule_many(specs)
     assert caught.value.field == "specs[1].cron"
+
+
+def test_a_malformed_zone_in_a_bulk_cron_spec_is_named(app: App) -> None:
+    specs = [
+        {"name": "ok", "task": "duetime.noop", "cron": "0 3 * * *"},
+        {"name": "bad", "task": "duetime.noop", "cron": "0 3 * * *", "tz": ["UTC"]},
+    ]
+    with pytest.raises(ValidationError) as caught:
+        app.schedule_many(specs)
+    assert caught.value.field == "specs[1].tz"

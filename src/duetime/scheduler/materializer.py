@@ -54,14 +54,17 @@ class Materializer:
         self.partitions = partitions
         self.metrics: Metrics = metrics()
 
-    async def run_once(self, *, pace: bool = False) -> TickResult:
+    async def run_once(
+        self, *, pace: bool = False, stop: asyncio.Event | None = None
+    ) -> TickResult:
         """Materialize every job due within the horizon, batch after batch, until none is left.
 
         ``pace``: after a full batch whose earliest occurrence was still at least
         :data:`PACE_AHEAD` ticks away, wait as long as the batch took before the next, so a
         burst of future occurrences takes half of a core rather than all of it (and of the
         database's) — on a small machine the workers firing runs right now need it. Overdue
-        and imminent occurrences are never paced."""
+        and imminent occurrences are never paced; ``stop`` set ends a pause and the tick (what
+        is left waits for the next one)."""
         jobs = created = skips = 0
         loop = asyncio.get_running_loop()
         while True:
@@ -82,7 +85,11 @@ class Materializer:
             if result.jobs < self.settings.scheduler_batch:
                 return TickResult(jobs, created, skips)
             if pace and self._far_ahead(planner.planned):
-                await asyncio.sleep(loop.time() - began)
+                pause = loop.time() - began
+                if stop is None:
+                    await asyncio.sleep(pause)
+                elif await wait_or_stop(stop, pause):
+                    return TickResult(jobs, created, skips)
 
     def _far_ahead(self, planned: list[tuple[Job, datetime, JobPlan]]) -> bool:
         """Whether every occurrence of a batch was at least PACE_AHEAD ticks away."""
@@ -106,7 +113,7 @@ class Materializer:
         failures = 0
         while not stop.is_set():
             try:
-                result = await self.run_once(pace=True)
+                result = await self.run_once(pace=True, stop=stop)
                 failures = 0
                 if result.runs_created or result.skips:
                     log.debug(

@@ -51,17 +51,23 @@ class WallKind(enum.Enum):
     FOLD = "fold"
 
 
-@functools.lru_cache(maxsize=1024)
 def load_zone(name: str) -> ZoneInfo:
     """Return the IANA time zone ``name`` (e.g. ``"Europe/London"``, ``"UTC"``).
 
     Names are case-sensitive, as in the tz database. Raises
     ``ValidationError("tz", "unknown time zone 'Mars/Base'")`` for an empty, malformed or
-    unknown name, and for host-specific names (``localtime``, ``right/…``).
+    unknown name, for host-specific names (``localtime``, ``right/…``) and for anything but a
+    string (checked before the cache, which could not hash a list).
     """
+    if not isinstance(name, str):
+        raise ValidationError("tz", f"unknown time zone {name!r}")
+    return _load_zone(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _load_zone(name: str) -> ZoneInfo:
     if (
-        not isinstance(name, str)
-        or not name
+        not name
         or name != name.strip()
         or name in _HOST_ONLY_NAMES
         or name.startswith(_HOST_ONLY_PREFIXES)

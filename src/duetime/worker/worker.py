@@ -241,10 +241,7 @@ class Worker:
     async def _drain(self) -> None:
         """Phase two of shutdown: wait for running work, then hand back the rest."""
         self._claiming = False
-        for item in list(self._inflight.values()):
-            if item.started_at is None and item.task is not None:
-                item.handed_back = True
-                item.task.cancel()
+        self._hand_back_unstarted(list(self._inflight.values()))
         deadline = time.monotonic() + self.settings.shutdown_grace
         while self._inflight and time.monotonic() < deadline:
             self._slot_freed.clear()
@@ -265,6 +262,13 @@ class Worker:
             log.error(
                 "%d runs did not hand back in time; their leases will lapse", len(self._inflight)
             )
+
+    @staticmethod
+    def _hand_back_unstarted(items: list[_InFlight]) -> None:
+        for item in items:
+            if item.started_at is None and item.task is not None:
+                item.handed_back = True
+                item.task.cancel()
 
     # --- producer -------------------------------------------------------------------------
 
@@ -320,12 +324,32 @@ class Worker:
                 await first_of(stop.wait(), asyncio.sleep(pause))
                 continue
             self._claim_failures = 0
-            for index, item in enumerate(claimed, 1):
-                self._spawn(item)
-                if not index % SPAWN_SLICE:
-                    await asyncio.sleep(0)  # let due timers fire (the runs' instants) meanwhile
+            await self._spawn_all(claimed)
             if len(claimed) < limit:
                 await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
+
+    async def _spawn_all(self, claimed: list[ClaimedRun]) -> None:
+        """Spawn a claim's runs :data:`SPAWN_SLICE` at a time, the loop getting a turn between
+        (due timers — other runs' instants — fire meanwhile). Every claimed run is spawned,
+        whatever happens during a turn: cancelled (a loop died), the rest are spawned before
+        the cancellation goes on; shutdown begun (its drain has handed back the unstarted
+        runs), the rest are spawned and handed back at once."""
+        for index, item in enumerate(claimed, 1):
+            self._spawn(item)
+            if index % SPAWN_SLICE or index == len(claimed):
+                continue
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                for rest in claimed[index:]:
+                    self._spawn(rest)
+                raise
+            if not self._claiming:
+                rest = claimed[index:]
+                for late in rest:
+                    self._spawn(late)
+                self._hand_back_unstarted([self._inflight[c.run.id] for c in rest])
+                return
 
     async def _adopt_orphans(self) -> None:
         """A claim that failed on a lost connection may have been committed: its runs are ours

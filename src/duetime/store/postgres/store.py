@@ -687,7 +687,8 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
         if not runs:
             return set()
         # pipelined: statements whose answers are not needed yet travel with the next one that
-        # is waited for, so a batch costs one round trip without overlap keys, three with
+        # is waited for: the keyed path's three reads share one round trip, its writes travel
+        # with the commit (psycopg's transaction block still syncs on entry and exit)
         judged: list[psycopg.AsyncCursor[Any]] = []
         async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             rows = await self._all(
