@@ -6,10 +6,12 @@ Every rejection is a :class:`~duetime.errors.ValidationError` naming the field a
 from __future__ import annotations
 
 import hashlib
+import operator
+import os
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from duetime import _json
 from duetime._config import Settings
@@ -24,7 +26,7 @@ from duetime._types import (
 )
 from duetime.errors import ValidationError
 from duetime.schedules import first_fire, validate_schedule
-from duetime.store.base import JobUpsertParams
+from duetime.store.base import BulkJob, JobUpsertParams
 from duetime.targets.http import HTTP_TASK, validate_target
 
 PARTITIONS = 256
@@ -114,17 +116,16 @@ def _enum(kind: type[Any], value: Any, field_name: str) -> Any:
 
 
 def _schedule(spec: JobSpec, now: datetime) -> Schedule:
-    given = [
-        k for k, v in (("cron", spec.cron), ("at", spec.at), ("every", spec.every)) if v is not None
-    ]
-    if spec.now:
-        given.append("now")
-    if len(given) != 1:
+    cron, at, every = spec.cron, spec.at, spec.every
+    if (cron is not None) + (at is not None) + (every is not None) + bool(spec.now) != 1:
+        given = [k for k, v in (("cron", cron), ("at", at), ("every", every)) if v is not None]
+        given += ["now"] if spec.now else []
         what = "none" if not given else " and ".join(given)
         raise ValidationError(
             "schedule", f"give exactly one of cron, at, every or now (got {what})"
         )
-    kind = given[0]
+    kind = "cron" if cron is not None else "at" if at is not None else "every"
+    kind = "now" if spec.now else kind
     if kind == "now":
         return Schedule(ScheduleKind.NOW, at=now)
     if kind == "cron":
@@ -197,8 +198,9 @@ def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
     return spec.task, None
 
 
-CronTimes = dict[tuple[Schedule, datetime], datetime | None]
-"""A validated cron schedule at ``now`` → its first fire instant (see :func:`build_upsert`)."""
+CronTimes = dict[tuple[str, str, datetime], tuple[Schedule, datetime | None]]
+"""(cron expression as given, zone, now) → its validated schedule and first fire instant,
+for cron expressions without ``H`` (see :func:`build_upsert`)."""
 
 CRON_TIMES_MAX = 4096
 """Entries a :data:`CronTimes` cache keeps before it starts over."""
@@ -219,84 +221,198 @@ def build_upsert(
     specs at once (bulk registration repeats a few thousand expressions over millions of
     jobs); a schedule is only cached once it validated, so an invalid one is checked, and
     refused, every time."""
-    if not isinstance(spec.name, str) or not spec.name.strip() or len(spec.name) > MAX_NAME:
+    _check_name(spec.name)
+    shared = _shared_fields(spec, settings)
+    payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)
+    _metadata(spec.metadata, settings)
+    requested, resolved, next_fire_at = _job_schedule(spec, tenant, now, cron_times)
+    job_id = uuid.uuid4()
+    return JobUpsertParams(
+        tenant=tenant,
+        name=spec.name,
+        payload=payload,
+        schedule=resolved,
+        next_fire_at=next_fire_at,
+        equivalent=equivalent_schedules(requested),
+        metadata=dict(spec.metadata),
+        partition=partition_of(job_id),
+        job_id=job_id,
+        create_only=create_only,
+        **shared,
+    )
+
+
+SHARED_SPEC_FIELDS = (
+    "task", "target", "priority", "retry", "timeout", "misfire", "misfire_grace", "overlap",
+    "delivery", "queue", "tags", "max_concurrency", "concurrency_key", "max_backfill", "sla",
+    "expected_duration", "jitter",
+)  # fmt: skip
+"""The spec fields :func:`_shared_fields` reads: the part of a job many jobs of a bulk
+registration have in common (everything but name, schedule, payload and metadata)."""
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
         raise ValidationError("name", f"must be 1-{MAX_NAME} characters")
-    if not spec.name.isprintable():
+    if not name.isprintable():
         raise ValidationError("name", "must contain only printable characters")
+
+
+def _metadata(metadata: object, settings: Settings) -> str:
+    """The encoded metadata object."""
+    if not isinstance(metadata, dict):
+        raise ValidationError("metadata", "must be a JSON object")
+    return _json.encode_payload(metadata, limit=settings.payload_limit, field="metadata")
+
+
+def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
+    """The validated :class:`JobUpsertParams` fields that depend only on the spec's
+    :data:`SHARED_SPEC_FIELDS` (and the settings)."""
     check_priority(spec.priority)
     if spec.timeout is not None and not (
         isinstance(spec.timeout, int | float) and spec.timeout > 0
     ):
         raise ValidationError("timeout", "must be a positive number of seconds")
     grace = settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace
-    if not isinstance(grace, int | float) or grace < 0:
+    if not isinstance(grace, int | float) or not grace >= 0:  # NaN is refused too
         raise ValidationError("misfire_grace", "must be a non-negative number of seconds")
-    if not spec.queue or len(spec.queue) > 100:
+    if not isinstance(spec.queue, str) or not 0 < len(spec.queue) <= 100:
         raise ValidationError("queue", "must be 1-100 characters")
+    if not spec.queue.isprintable():
+        raise ValidationError("queue", "must contain only printable characters")
     if not all(_valid_tag(t) for t in spec.tags):
         raise ValidationError(
             "tags", "must be non-empty printable strings of at most 100 characters"
         )
-    if not isinstance(spec.metadata, dict):
-        raise ValidationError("metadata", "must be a JSON object")
     task, target = task_and_target(spec)
-    payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)
-    _json.encode_payload(spec.metadata, limit=settings.payload_limit, field="metadata")
+    return {
+        "task": task,
+        "target": target,
+        "priority": spec.priority,
+        "retry": _retry(spec.retry, settings),
+        "timeout": None if spec.timeout is None else float(spec.timeout),
+        "misfire_policy": _enum(MisfirePolicy, spec.misfire, "misfire"),
+        "misfire_grace": float(grace),
+        "overlap_policy": _enum(OverlapPolicy, spec.overlap, "overlap"),
+        "delivery": _enum(DeliveryMode, spec.delivery, "delivery"),
+        "queue": spec.queue,
+        "tags": tuple(spec.tags),
+        "sla": _seconds_or_none(spec.sla, "sla"),
+        "expected_duration": _seconds_or_none(spec.expected_duration, "expected_duration"),
+        "jitter": _jitter(spec.jitter),
+        **_overlap_fields(spec),
+    }
 
+
+def _job_schedule(
+    spec: JobSpec, tenant: str, now: datetime, cron_times: CronTimes | None
+) -> tuple[Schedule, Schedule, datetime | None]:
+    """The validated schedule as requested, as stored (an ``every`` anchor filled in), and
+    its first instant."""
+    cron, tz = spec.cron, spec.tz
+    # only well-typed cron-only specs are looked up (a bad one must reach validation's error)
+    cacheable = (
+        cron_times is not None
+        and type(cron) is str
+        and type(tz) is str
+        and spec.at is None
+        and spec.every is None
+        and not spec.now
+    )
+    if cron_times is not None and cacheable:
+        known = cron_times.get((cast(str, cron), tz, now))
+        if known is not None:
+            return known[0], known[0], known[1]
     requested = _schedule(spec, now)
     if requested.kind is ScheduleKind.CRON:  # what its H values hash (docs/fairness.md)
         seed = job_hash_seed(tenant, spec.name, requested.cron)
         if seed is not None:
             requested = replace(requested, hash_seed=seed)
+    validate_schedule(requested, now)
     resolved = requested
-    key = (requested, now)
-    # only well-typed schedules are looked up (an unhashable tz must reach validation's error)
-    cacheable = (
-        cron_times is not None
-        and requested.kind is ScheduleKind.CRON
-        and isinstance(requested.tz, str)
-    )
-    if cron_times is not None and cacheable and key in cron_times:
-        next_fire_at = cron_times[key]
-    else:
-        validate_schedule(requested, now)
-        if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
-            resolved = Schedule(
-                ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz
-            )
-        next_fire_at = first_fire(resolved, now)
-        if cron_times is not None and cacheable:
-            if len(cron_times) >= CRON_TIMES_MAX:
-                cron_times.clear()
-            cron_times[key] = next_fire_at
-    job_id = uuid.uuid4()
-    return JobUpsertParams(
-        tenant=tenant,
-        name=spec.name,
-        task=task,
-        payload=payload,
-        schedule=resolved,
-        next_fire_at=next_fire_at,
-        equivalent=equivalent_schedules(requested),
-        priority=spec.priority,
-        retry=_retry(spec.retry, settings),
-        timeout=None if spec.timeout is None else float(spec.timeout),
-        misfire_policy=_enum(MisfirePolicy, spec.misfire, "misfire"),
-        misfire_grace=float(grace),
-        overlap_policy=_enum(OverlapPolicy, spec.overlap, "overlap"),
-        delivery=_enum(DeliveryMode, spec.delivery, "delivery"),
-        queue=spec.queue,
-        tags=tuple(spec.tags),
-        metadata=dict(spec.metadata),
-        partition=partition_of(job_id),
-        job_id=job_id,
-        create_only=create_only,
-        target=target,
-        sla=_seconds_or_none(spec.sla, "sla"),
-        expected_duration=_seconds_or_none(spec.expected_duration, "expected_duration"),
-        jitter=_jitter(spec.jitter),
-        **_overlap_fields(spec),
-    )
+    if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
+        resolved = Schedule(ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz)
+    next_fire_at = first_fire(resolved, now)
+    if cron_times is not None and cacheable and requested.hash_seed is None:
+        if len(cron_times) >= CRON_TIMES_MAX:
+            cron_times.clear()
+        cron_times[(cast(str, cron), tz, now)] = (requested, next_fire_at)
+    return requested, resolved, next_fire_at
+
+
+class _JobIds:
+    """Random (version 4) job ids with their partitions; the randomness is drawn from
+    ``os.urandom`` a block at a time. Not shared across processes."""
+
+    BLOCK = 256
+    _VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))
+    _VERSION_BITS = (4 << 76) | (0x8000 << 48)
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+
+    def next(self) -> tuple[uuid.UUID, int]:
+        if self._at >= len(self._pool):
+            self._pool, self._at = os.urandom(16 * self.BLOCK), 0
+        raw = int.from_bytes(self._pool[self._at : self._at + 16])
+        self._at += 16
+        value = raw & self._VERSION_MASK | self._VERSION_BITS
+        partition = hashlib.sha256(value.to_bytes(16)).digest()[0] % PARTITIONS
+        return uuid.UUID(int=value), partition
+
+
+class BulkValidator:
+    """Validates the specs of one bulk registration (:meth:`AsyncApp.schedule_many`) into
+    :class:`BulkJob` rows, as :func:`build_upsert` would.
+
+    Specs whose :data:`SHARED_SPEC_FIELDS` are equal — value and type — share one *shape*:
+    the first is validated whole and becomes the shape; the rest only have their name,
+    schedule, payload and metadata checked. A spec with an unhashable shared field (a target,
+    a list of tags) is validated whole on its own. Not thread-safe; one per call."""
+
+    SHAPES_MAX = 1024
+    """Shapes kept before the cache starts over."""
+
+    _shared_of = operator.attrgetter(*SHARED_SPEC_FIELDS)
+
+    def __init__(self, *, tenant: str, settings: Settings, now: datetime) -> None:
+        self.tenant, self.settings, self.now = tenant, settings, now
+        self._shapes: dict[tuple[tuple[Any, ...], tuple[type, ...]], JobUpsertParams] = {}
+        self._cron_times: CronTimes = {}
+        self._ids = _JobIds()
+
+    def job(self, spec: JobSpec) -> BulkJob:
+        """``spec`` validated; raises ValidationError naming the field."""
+        values = self._shared_of(spec)
+        key = (values, tuple(map(type, values)))
+        try:
+            shape = self._shapes.get(key)
+        except TypeError:  # an unhashable shared field
+            return BulkJob.of(self._whole(spec))
+        if shape is None:
+            shape = self._whole(spec)
+            if len(self._shapes) >= self.SHAPES_MAX:
+                self._shapes.clear()
+            self._shapes[key] = shape
+            return BulkJob.of(shape)
+        _check_name(spec.name)
+        payload = _json.encode_payload(spec.payload, limit=self.settings.payload_limit)
+        metadata = _metadata(spec.metadata, self.settings)
+        _, resolved, next_fire_at = _job_schedule(spec, self.tenant, self.now, self._cron_times)
+        job_id, partition = self._ids.next()
+        name = spec.name
+        return BulkJob(shape, job_id, name, payload, metadata, resolved, next_fire_at, partition)
+
+    def _whole(self, spec: JobSpec) -> JobUpsertParams:
+        return build_upsert(
+            spec,
+            tenant=self.tenant,
+            settings=self.settings,
+            now=self.now,
+            create_only=True,
+            cron_times=self._cron_times,
+        )
 
 
 def _seconds_or_none(value: object, field_name: str) -> float | None:

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from duetime import _json
 from duetime._observe import (
     AlertCondition,
     AlertFacts,
@@ -459,18 +460,53 @@ class ExactlyOnceTx(Protocol):
 # --- bulk -------------------------------------------------------------------------------------
 
 
+class BulkJob(NamedTuple):
+    """One job of a bulk insert: its own identity, payload and schedule, and everything else
+    (task, retry, queue, policies …) from ``shape``, a validated job that many share. Only the
+    fields named here are read per job; ``shape``'s own name, payload, metadata, schedule, id
+    and partition are ignored."""
+
+    shape: JobUpsertParams
+    job_id: uuid.UUID
+    name: str
+    payload: str
+    """Already-encoded JSON."""
+    metadata: str
+    """Already-encoded JSON object."""
+    schedule: Schedule
+    next_fire_at: datetime | None
+    partition: int
+
+    @classmethod
+    def of(cls, params: JobUpsertParams) -> BulkJob:
+        """The bulk form of one validated job (its own shape)."""
+        return cls(
+            params,
+            params.job_id,
+            params.name,
+            params.payload,
+            _json.dumps(params.metadata),
+            params.schedule,
+            params.next_fire_at,
+            params.partition,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class JobsInsertManyParams:
     """Create many jobs in one transaction (the bulk registration path).
 
-    Each entry is a validated :class:`JobUpsertParams` (``equivalent`` and ``create_only`` are
-    ignored). A job whose (tenant, name) already exists — in the database or earlier in
-    ``jobs`` — is left as it is: bulk registration only creates. PostgreSQL streams the rows
-    with COPY into a staging table; SQLite uses one ``executemany``."""
+    A job whose (tenant, name) already exists — in the database or earlier in ``jobs`` — is
+    left as it is: bulk registration only creates. PostgreSQL streams the rows with COPY;
+    SQLite uses one ``executemany``."""
 
-    jobs: Sequence[JobUpsertParams]
+    jobs: Sequence[BulkJob]
     now: datetime | None = None
     """``created_at``/``updated_at`` of the new jobs; default: the store's clock."""
+    expect_new: bool = False
+    """A hint that no name exists yet: PostgreSQL then copies straight into ``jobs`` and, if a
+    name does exist after all, redoes the batch through a staging table (the result is the
+    same either way; a wrong hint costs one batch twice)."""
 
 
 # --- tenants ----------------------------------------------------------------------------------

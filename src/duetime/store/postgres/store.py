@@ -60,6 +60,7 @@ from duetime.store.base import (
     ApiKeyListParams,
     ApiKeyRevokeParams,
     ApiKeyTouchParams,
+    BulkJob,
     ClaimedRun,
     HistoryPruneParams,
     JobListParams,
@@ -86,6 +87,7 @@ from duetime.store.base import (
     RunTriggerParams,
     TenantLimitsSetParams,
 )
+from duetime.store.postgres import bulk_rows
 from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
 from duetime.store.postgres.observability import PostgresObservability
 from duetime.store.sqlfile import load_migrations, load_queries
@@ -99,6 +101,11 @@ def _encode(value: Any) -> Any:
     if isinstance(value, timedelta):
         return value // timedelta(microseconds=1)
     return value
+
+
+_COPY_PART = 500
+"""Jobs encoded per write of a bulk COPY: the database parses one part while the next is
+encoded, and the event loop gets a turn between parts."""
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
@@ -421,23 +428,34 @@ class PostgresStore(PostgresLongRuns, PostgresObservability):
     async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
         if not params.jobs:
             return 0
-        rows = [job_values(p, p.job_id, p.schedule, p.next_fire_at) for p in params.jobs]
-        names = [*rows[0], "status", "created_at", "updated_at"]
-        copy_sql = sql.SQL(cast(LiteralString, _Q["jobs_bulk_copy"])).format(
-            columns=sql.SQL(", ").join(sql.Identifier(n) for n in names)
-        )
-        every = names.index("every_us")  # the one value the driver cannot take as it is
+        if params.expect_new:
+            try:
+                async with self._tx() as conn:
+                    now = await self._now(conn, params.now)
+                    await self._copy_jobs(conn, "jobs", params.jobs, now)
+                return len(params.jobs)
+            except psycopg.errors.UniqueViolation:
+                pass  # a name exists after all: the staging path below leaves it alone
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
-            tail = ("active", now, now)
             await conn.execute(cast(LiteralString, _Q["jobs_bulk_stage"]))
-            async with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                for values in rows:
-                    row = [*values.values(), *tail]
-                    if row[every] is not None:
-                        row[every] = _encode(row[every])
-                    await copy.write_row(row)
+            await self._copy_jobs(conn, "duetime_jobs_in", params.jobs, now)
             return await self._exec(conn, "jobs_bulk_insert")
+
+    @staticmethod
+    async def _copy_jobs(
+        conn: psycopg.AsyncConnection[Any], table: str, jobs: Sequence[BulkJob], now: datetime
+    ) -> None:
+        """COPY ``jobs`` into ``table`` (``jobs`` or its staging copy) as one text stream."""
+        copy_sql = sql.SQL(cast(LiteralString, _Q["jobs_bulk_copy"])).format(
+            table=sql.Identifier(table),
+            columns=sql.SQL(", ").join(sql.Identifier(n) for n in bulk_rows.columns(jobs[0].shape)),
+        )
+        lines = bulk_rows.Lines(now)
+        async with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for first in range(0, len(jobs), _COPY_PART):
+                part = jobs[first : first + _COPY_PART]
+                await copy.write("".join([lines.line(job) for job in part]))
 
     # --- runs: materialize, trigger -------------------------------------------------------
 

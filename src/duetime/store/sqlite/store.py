@@ -380,8 +380,15 @@ class SQLiteStore(SQLiteLongRuns, SQLiteObservability):
         now = to_micros(self._now(params.now))
         extra = {"status": "active", "created_at": now, "updated_at": now}
         rows = [
-            {**_params(job_values(p, p.job_id, p.schedule, p.next_fire_at)), **extra}
-            for p in params.jobs
+            {
+                **_params(job_values(job.shape, job.job_id, job.schedule, job.next_fire_at)),
+                "name": job.name,
+                "payload": job.payload,
+                "metadata": job.metadata,
+                "partition_key": job.partition,
+                **extra,
+            }
+            for job in params.jobs
         ]
         names = list(rows[0])
         statement = _Q["jobs_bulk_insert"].format(

@@ -4,8 +4,9 @@
 CREATE TEMP TABLE duetime_jobs_in (LIKE jobs INCLUDING DEFAULTS) ON COMMIT DROP;
 
 -- name: jobs_bulk_copy
--- {columns}: the column names of store._values.job_values plus status, created_at, updated_at.
-COPY duetime_jobs_in ({columns}) FROM STDIN;
+-- {table}: jobs itself when the names are expected to be new, else the staging table;
+-- {columns}: store/postgres/bulk_rows.columns (the text lines it builds).
+COPY {table} ({columns}) FROM STDIN;
 
 -- name: jobs_bulk_insert
 INSERT INTO jobs SELECT * FROM duetime_jobs_in ON CONFLICT DO NOTHING;
