@@ -4,6 +4,7 @@ that share everything but their name, schedule, payload and metadata share one s
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -113,14 +114,19 @@ def test_shared_fields_are_refused_with_their_name(
     assert caught.value.field == field
 
 
-def test_ids_are_random_version_4_uuids_with_their_partitions(validator: BulkValidator) -> None:
+def test_ids_are_time_ordered_version_7_uuids_with_their_partitions(
+    validator: BulkValidator,
+) -> None:
+    before = time.time_ns() // 1_000_000
     jobs = [validator.job(spec(f"j{i}")) for i in range(1000)]
+    after = time.time_ns() // 1_000_000
     ids = {job.job_id for job in jobs}
     assert len(ids) == 1000
     for job in jobs:
-        assert job.job_id.version == 4
+        assert job.job_id.version == 7
         assert job.job_id.variant == uuid.RFC_4122
         assert job.partition == partition_of(job.job_id)
+        assert before <= job.job_id.int >> 80 <= after  # the creation's Unix milliseconds
     assert len({job.partition for job in jobs}) > 200  # spread over the 256 partitions
 
 
@@ -133,3 +139,9 @@ def test_every_at_and_now_schedules_are_resolved_per_job(validator: BulkValidato
     assert at.next_fire_at == NOW + timedelta(hours=1)
     assert now.next_fire_at == NOW
     assert len({every.shape.name, at.shape.name, now.shape.name}) == 1  # one shape for all
+
+
+def test_a_job_registered_alone_gets_a_version_7_id() -> None:
+    params = build_upsert(spec("alone"), tenant="acme", settings=Settings(), now=NOW)
+    assert params.job_id.version == 7
+    assert params.partition == partition_of(params.job_id)
