@@ -119,6 +119,9 @@ def _enum_value(kind: type[E], value: object, field: str) -> E:
         raise ValidationError(field, f"{value!r} is not one of: {allowed}") from None
 
 
+BULK_FIRST_BATCH = 1000
+"""The first batch of :meth:`AsyncApp.schedule_many`; each next one is twice as large, up to
+``batch_size``, so the database is writing while most of a small call is validated."""
 BULK_CHUNK = 100
 """Specs :meth:`AsyncApp.schedule_many` validates between turns of the event loop; short turns
 keep the COPY of the batch being written streaming to the database meanwhile."""
@@ -391,8 +394,9 @@ class AsyncApp:
         Each spec is a :class:`~duetime.registration.JobSpec` or a mapping of its fields
         (``{"name": …, "task": …, "cron": …}``), validated like :meth:`schedule`. A name that
         exists already is left as it is: bulk registration only creates (use :meth:`schedule`
-        to change a job). Specs are written in transactions of ``batch_size`` while the next
-        batch is validated. An invalid spec raises ValidationError naming it (``specs[3].cron``);
+        to change a job). Specs are written in transactions of up to ``batch_size`` (the first
+        of 1,000, each next one twice as large) while the next batch is validated. An invalid
+        spec raises ValidationError naming it (``specs[3].cron``);
         nothing of its batch is written, earlier batches are."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValidationError("batch_size", f"must be a whole number >= 1, got {batch_size!r}")
@@ -403,11 +407,10 @@ class AsyncApp:
         expect_new = True  # until a batch finds a name taken
         writing: asyncio.Future[int] | None = None
         written = 0  # jobs in the batch being written
+        limit = min(batch_size, BULK_FIRST_BATCH)  # doubles per batch: writing starts early
         items = enumerate(specs)
         try:
-            while chunk := self._bulk_chunk(
-                items, validator, min(BULK_CHUNK, batch_size - len(batch))
-            ):
+            while chunk := self._bulk_chunk(items, validator, min(BULK_CHUNK, limit - len(batch))):
                 for index, job in chunk:
                     task = job.shape.task
                     if task not in checked:
@@ -418,7 +421,7 @@ class AsyncApp:
                             raise ValidationError(field, exc.reason) from None
                         checked.add(task)
                     batch.append(job)
-                if len(batch) >= batch_size:
+                if len(batch) >= limit:
                     if writing is not None:
                         inserted = await writing
                         created += inserted
@@ -426,6 +429,7 @@ class AsyncApp:
                     params = JobsInsertManyParams(batch, expect_new=expect_new)
                     writing = asyncio.ensure_future(self.store.jobs_insert_many(params))
                     written, batch = len(batch), []
+                    limit = min(batch_size, limit * 2)
                 await asyncio.sleep(0)  # let the batch being written stream meanwhile
         finally:
             if writing is not None:

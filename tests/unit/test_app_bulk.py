@@ -128,3 +128,17 @@ def test_a_malformed_zone_in_a_bulk_cron_spec_is_named(app: App) -> None:
     with pytest.raises(ValidationError) as caught:
         app.schedule_many(specs)
     assert caught.value.field == "specs[1].tz"
+
+
+def test_the_first_batches_are_small_so_writing_starts_early(app: App) -> None:
+    """Batches of 1,000, then 2,000 … up to ``batch_size``: a bad spec at index 2,400 fails
+    the second batch (1,000-2,999) and leaves the first written."""
+    specs: list[dict[str, object]] = [
+        {"name": f"ok-{i:04}", "task": "duetime.noop", "cron": "0 3 * * *"} for i in range(2500)
+    ]
+    specs[2400] = {"name": "bad", "task": "duetime.noop", "cron": "nope"}
+    with pytest.raises(ValidationError, match=r"specs\[2400\]\.cron"):
+        app.schedule_many(specs, batch_size=10_000)
+    first = app.list(limit=1000)
+    assert [j.name for j in first.items] == [f"ok-{i:04}" for i in range(1000)]
+    assert first.next_cursor is None  # nothing after them
