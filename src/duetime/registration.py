@@ -6,12 +6,15 @@ Every rejection is a :class:`~duetime.errors.ValidationError` naming the field a
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 import operator
 import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, cast
 
 from duetime import _json
@@ -164,19 +167,47 @@ def equivalent_schedules(requested: Schedule) -> Any:
 
 
 def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
-    policy = retry or RetryPolicy(
-        max_attempts=settings.max_attempts,
-        backoff_base=settings.backoff_base,
-        backoff_factor=settings.backoff_factor,
-        backoff_cap=settings.backoff_cap,
-    )
+    """The validated policy with its values as the store keeps them (an int and three
+    floats): ``max_attempts`` a whole number 1-1000, the backoffs finite real numbers."""
+    policy = retry
+    if policy is None:
+        policy = RetryPolicy(
+            max_attempts=settings.max_attempts,
+            backoff_base=settings.backoff_base,
+            backoff_factor=settings.backoff_factor,
+            backoff_cap=settings.backoff_cap,
+        )
     if not isinstance(policy, RetryPolicy):
         raise ValidationError("retry", "must be a duetime.Retry(...)")
-    if not 1 <= policy.max_attempts <= 1000:
-        raise ValidationError("retry.max_attempts", f"must be 1-1000, got {policy.max_attempts}")
-    if policy.backoff_base < 0 or policy.backoff_cap < 0 or policy.backoff_factor < 1:
-        raise ValidationError("retry.backoff", "base and cap must be >= 0 and factor >= 1")
-    return policy
+    attempts = policy.max_attempts
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+        raise ValidationError(
+            "retry.max_attempts", f"must be a whole number from 1 to 1000, got {attempts!r}"
+        )
+    base, factor, cap = (
+        _finite(v) for v in (policy.backoff_base, policy.backoff_factor, policy.backoff_cap)
+    )
+    if base is None or factor is None or cap is None or base < 0 or cap < 0 or factor < 1:
+        raise ValidationError(
+            "retry.backoff", "base and cap must be finite numbers >= 0 and factor one >= 1"
+        )
+    return RetryPolicy(int(attempts), base, factor, cap)
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a float if it is a finite real number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _retry_types(retry: object) -> tuple[type, ...] | None:
+    """The types of a retry policy's values (its equality does not tell ``True`` from ``1``)."""
+    if not isinstance(retry, RetryPolicy):
+        return None
+    values = (retry.max_attempts, retry.backoff_base, retry.backoff_factor, retry.backoff_cap)
+    return tuple(map(type, values))
 
 
 def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
@@ -391,14 +422,14 @@ class BulkValidator:
 
     def __init__(self, *, tenant: str, settings: Settings, now: datetime) -> None:
         self.tenant, self.settings, self.now = tenant, settings, now
-        self._shapes: dict[tuple[tuple[Any, ...], tuple[type, ...]], JobUpsertParams] = {}
+        self._shapes: dict[tuple[Any, ...], JobUpsertParams] = {}
         self._cron_times: CronTimes = {}
         self._ids = _JobIds()
 
     def job(self, spec: JobSpec) -> BulkJob:
         """``spec`` validated; raises ValidationError naming the field."""
         values = self._shared_of(spec)
-        key = (values, tuple(map(type, values)))
+        key = (values, tuple(map(type, values)), _retry_types(spec.retry))
         try:
             shape = self._shapes.get(key)
         except TypeError:  # an unhashable shared field

@@ -26,6 +26,10 @@ CASES: list[tuple[str, object]] = [
     ("double precision", 1e-300),
     ("timestamptz", datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)),
     ("timestamptz", datetime(2026, 10, 25, 2, 30, tzinfo=timezone(timedelta(hours=5, minutes=30)))),
+    (
+        "timestamptz",  # an offset with seconds and microseconds, as some historic zones have
+        datetime(1900, 1, 1, 12, tzinfo=timezone(timedelta(hours=5, seconds=28, microseconds=7))),
+    ),
     ("uuid", uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")),
 ]
 

@@ -7,12 +7,13 @@ import math
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
 from duetime import ValidationError
 from duetime._config import Settings
-from duetime._types import ScheduleKind
+from duetime._types import RetryPolicy, ScheduleKind
 from duetime.registration import BulkValidator, JobSpec, build_upsert, partition_of
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -145,3 +146,32 @@ def test_a_job_registered_alone_gets_a_version_7_id() -> None:
     params = build_upsert(spec("alone"), tenant="acme", settings=Settings(), now=NOW)
     assert params.job_id.version == 7
     assert params.partition == partition_of(params.job_id)
+
+
+def test_retry_values_are_stored_as_an_int_and_floats(validator: BulkValidator) -> None:
+    job = validator.job(spec("decimal", retry=RetryPolicy(backoff_base=Decimal("1.5"))))
+    retry = job.shape.retry
+    assert retry == RetryPolicy(3, 1.5, 2.0, 600.0)
+    assert type(retry.backoff_base) is float
+
+
+@pytest.mark.parametrize(
+    ("retry", "field"),
+    [
+        (RetryPolicy(max_attempts=True), "retry.max_attempts"),
+        (RetryPolicy(max_attempts=3.0), "retry.max_attempts"),  # type: ignore[arg-type]
+        (RetryPolicy(backoff_base=math.nan), "retry.backoff"),
+        (RetryPolicy(backoff_cap=math.inf), "retry.backoff"),
+        (RetryPolicy(backoff_factor="2"), "retry.backoff"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_retry_value_of_the_wrong_kind_is_refused_after_an_equal_valid_one(
+    validator: BulkValidator, retry: RetryPolicy, field: str
+) -> None:
+    """``RetryPolicy(max_attempts=True) == RetryPolicy(max_attempts=1)``: the shape of the
+    first must not be lent to the second."""
+    validator.job(spec("valid", retry=RetryPolicy(max_attempts=1)))
+    validator.job(spec("valid-default", retry=RetryPolicy()))
+    with pytest.raises(ValidationError) as caught:
+        validator.job(spec("wrong", retry=retry))
+    assert caught.value.field == field

@@ -13,7 +13,7 @@ is written as ``\\\\``, ``\\t``, ``\\n``, ``\\r``. Every other character stands 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 NULL = "\\N"
@@ -29,8 +29,9 @@ def text(value: str) -> str:
 
 
 def instant(value: datetime | None) -> str:
-    """A ``timestamptz`` column's field (ISO 8601 with its offset)."""
-    return NULL if value is None else value.isoformat()
+    """A ``timestamptz`` column's field: ISO 8601 in UTC (PostgreSQL reads no offset with
+    fractions of a second, which ``isoformat`` writes for some historic zones)."""
+    return NULL if value is None else value.astimezone(UTC).isoformat()
 
 
 def field(value: Any) -> str:
@@ -43,7 +44,7 @@ def field(value: Any) -> str:
     if isinstance(value, bool):
         return "t" if value else "f"
     if isinstance(value, datetime):
-        return value.isoformat()
+        return instant(value)
     if isinstance(value, timedelta):
         return str(value // _MICROSECOND)
     if isinstance(value, int | float | uuid.UUID):
