@@ -76,6 +76,10 @@ class _InFlight:
     lease_lost: bool = False
     cancel_requested: bool = False
     handed_back: bool = False
+    began: bool = False
+    """Its task has taken its first step (see :meth:`Worker._cancel`)."""
+    stopped: bool = False
+    """Cancelled (shutdown, lease lost or cancel requested), perhaps before its task began."""
     done: bool = field(default=False)
     session: RunSession | None = None
     """The attempt's side of ``ctx`` (progress, checkpoints, cancel flag, transaction)."""
@@ -250,7 +254,7 @@ class Worker:
         for item in list(self._inflight.values()):
             if item.task is not None:
                 item.handed_back = True
-                item.task.cancel()
+                self._cancel(item)
         # cancelled tasks hand their runs back promptly; one stuck past this is left to the
         # reaper (its lease lapses) rather than blocking the process from exiting
         deadline = time.monotonic() + 10.0
@@ -263,12 +267,21 @@ class Worker:
                 "%d runs did not hand back in time; their leases will lapse", len(self._inflight)
             )
 
-    @staticmethod
-    def _hand_back_unstarted(items: list[_InFlight]) -> None:
+    @classmethod
+    def _hand_back_unstarted(cls, items: list[_InFlight]) -> None:
         for item in items:
             if item.started_at is None and item.task is not None:
                 item.handed_back = True
-                item.task.cancel()
+                cls._cancel(item)
+
+    @staticmethod
+    def _cancel(item: _InFlight) -> None:
+        """Cancel a run's task. A task cancelled before its first step never runs its body —
+        no outcome would be written and the run would stay in flight — so one that has not
+        begun is only marked: it finds ``stopped`` when it begins and ends as if cancelled."""
+        item.stopped = True
+        if item.began and item.task is not None:
+            item.task.cancel()
 
     # --- producer -------------------------------------------------------------------------
 
@@ -380,6 +393,7 @@ class Worker:
     # --- one run --------------------------------------------------------------------------
 
     async def _execute(self, item: _InFlight) -> None:
+        item.began = True
         claimed = item.claimed
         run = claimed.run
         set_run(run)  # every line logged by this task is about this run
@@ -394,6 +408,8 @@ class Worker:
         try:
             decision: Decision | None = None
             try:
+                if item.stopped:  # cancelled before this task began (Worker._cancel)
+                    raise asyncio.CancelledError
                 if item.started_at is not None or await self._start_at_instant(item):
                     if _tracing.enabled():
                         attributes = {f"duetime.{k}": v for k, v in _span_fields(run).items()}
@@ -665,8 +681,7 @@ class Worker:
         interrupted: it is abandoned, and should poll ``ctx.cancelled``)."""
         if item.session is not None:
             item.session.signal_cancel()
-        if item.task is not None:
-            item.task.cancel()
+        Worker._cancel(item)
 
     @property
     def in_flight(self) -> int:
