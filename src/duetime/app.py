@@ -403,8 +403,7 @@ class AsyncApp:
         validator = BulkValidator(tenant=self.tenant, settings=self.settings, now=self.clock.now())
         checked: set[str] = set()
         batch: list[BulkJob] = []
-        created = 0
-        expect_new = True  # until a batch finds a name taken
+        created = finished = 0  # jobs created by, and jobs sent in, the writes that finished
         writing: asyncio.Future[int] | None = None
         written = 0  # jobs in the batch being written
         limit = min(batch_size, BULK_FIRST_BATCH)  # doubles per batch: writing starts early
@@ -423,21 +422,18 @@ class AsyncApp:
                     batch.append(job)
                 if len(batch) >= limit:
                     if writing is not None:
-                        inserted = await writing
-                        created += inserted
-                        expect_new = expect_new and inserted == written
-                    params = JobsInsertManyParams(batch, expect_new=expect_new)
+                        created, finished = created + await writing, finished + written
+                    # straight into jobs while every name so far was new
+                    params = JobsInsertManyParams(batch, expect_new=created == finished)
                     writing = asyncio.ensure_future(self.store.jobs_insert_many(params))
                     written, batch = len(batch), []
                     limit = min(batch_size, limit * 2)
                 await asyncio.sleep(0)  # let the batch being written stream meanwhile
         finally:
             if writing is not None:
-                inserted = await writing
-                created += inserted
-                expect_new = expect_new and inserted == written
+                created, finished = created + await writing, finished + written
         if batch:
-            params = JobsInsertManyParams(batch, expect_new=expect_new)
+            params = JobsInsertManyParams(batch, expect_new=created == finished)
             created += await self.store.jobs_insert_many(params)
         return created
 

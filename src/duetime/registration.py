@@ -403,7 +403,7 @@ class _JobIds:
         random = int.from_bytes(self._pool[self._at : self._at + 16])
         self._at += 16
         job_id = _version_7(time.time_ns() // 1_000_000, random)
-        return job_id, hashlib.sha256(job_id.bytes).digest()[0] % PARTITIONS
+        return job_id, partition_of(job_id)
 
 
 class BulkValidator:
