@@ -218,7 +218,7 @@ def complete_plan(url: str, batch: int) -> str:
             )
             for r in rows
         ]
-        params: dict[str, Any] = {"now": None, **completion_columns(completions)}
+        params: dict[str, Any] = {"now": None, "tenant": None, **completion_columns(completions)}
         plan = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS) " + queries["runs_complete"],  # type: ignore[operator]
             params,

@@ -5,6 +5,8 @@ interval — and it fires on time, one run per occurrence, on any number of mach
 """
 
 from duetime._config import Settings
+
+# The public API's re-exports; app/ and api/ import the same names from _types for their own use.
 from duetime._types import (
     Attempt,
     AttemptOutcome,
@@ -26,6 +28,7 @@ from duetime._types import RetryPolicy as Retry
 from duetime.app import App, AsyncApp
 from duetime.errors import (
     Conflict,
+    ConnectError,
     DuetimeError,
     NotFound,
     Permanent,
@@ -44,6 +47,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "Conflict",
+    "ConnectError",
     "DeliveryMode",
     "DuetimeError",
     "Job",

@@ -50,6 +50,27 @@ class Settings:
     api_rate_limit: float = 100.0
     """REST API requests per second per tenant, per API process (a token bucket holding one
     second's worth); 0 turns the limit off."""
+    api_allowed_hosts: str = ""
+    """Host names (or addresses) an *open* API (``duetime up``, ``server --no-auth``) answers
+    besides loopback ones, comma-separated; ``*`` answers any (turns the DNS-rebinding guard
+    off). Ignored when API keys are required (docs/api.md)."""
+    api_max_body_bytes: int = 1024 * 1024
+    """The largest request body the API reads (413 beyond); raised to fit a payload and
+    metadata of ``payload_limit`` each when that is larger."""
+    api_auth_failures: int = 20
+    """Failed authentications (unknown or revoked keys) a client address may make per minute
+    before its requests with a key get 429; 0 turns the limit off."""
+    api_keep_alive: float = 5.0
+    """Seconds an idle API connection (before its first request or between requests) is kept."""
+    api_header_timeout: float = 10.0
+    """Seconds a request's line and headers have to arrive, from the connection's opening or
+    the previous response; then the connection is closed."""
+    api_body_timeout: float = 30.0
+    """Seconds a request's body has to arrive once its headers have; then the connection is
+    closed."""
+    api_max_connections: int = 1000
+    """Open API connections plus requests in progress beyond which requests get 503; 0: no
+    limit."""
     priority_aging: float = 60.0
     """Seconds of waiting that raise a due run by one priority step (docs/fairness.md); 0 turns
     aging off (strict priority)."""
@@ -79,6 +100,10 @@ class Settings:
     alert_dead_lookback: float = 86400.0
     """Dead runs that died within this window are alerted (older ones when the leader first
     starts are not)."""
+    metrics_auth: str = "none"
+    """Who may read the API's ``/metrics`` (its labels name every tenant): ``none`` needs no key
+    (Prometheus scrapes it as is); ``admin`` needs an admin API key, 401 without one, 403 for
+    another role (docs/observability.md). Checked when the API starts."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -117,6 +142,16 @@ class Settings:
             )
         if not self.api_rate_limit >= 0:
             raise ValidationError("api_rate_limit", f"must be >= 0, got {self.api_rate_limit!r}")
+        for name in ("api_keep_alive", "api_header_timeout", "api_body_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
+        if not self.api_max_body_bytes >= 1024:
+            raise ValidationError(
+                "api_max_body_bytes", f"must be >= 1024, got {self.api_max_body_bytes!r}"
+            )
+        for name in ("api_auth_failures", "api_max_connections"):
+            if not getattr(self, name) >= 0:
+                raise ValidationError(name, f"must be >= 0, got {getattr(self, name)!r}")
         if not self.startup_wait >= 0:
             raise ValidationError("startup_wait", f"must be >= 0, got {self.startup_wait!r}")
         if self.scheduler_horizon < 0 or self.misfire_grace < 0:

@@ -24,6 +24,7 @@ RUN_FIELDS = ("run_id", "job", "tenant", "attempt", "token")
 FORMATS = ("text", "json")
 
 
+# A structural type of property stubs, like app/_service.py's: declarations, nothing to share.
 class _RunLike(Protocol):
     @property
     def id(self) -> Any: ...
@@ -111,7 +112,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """The plain format; a line about a run ends with ``[run=… job=… attempt=…]``."""
+    """The plain format; a line about a run ends with ``[run=… job=… attempt=…]`` (its first
+    line, when a traceback follows)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -121,9 +123,15 @@ class TextFormatter(logging.Formatter):
         run_id = getattr(record, "run_id", None)
         if run_id is None:
             return text
-        job = getattr(record, "job", "?")
-        attempt = getattr(record, "attempt", "?")
-        return f"{text} [run={run_id} job={job} attempt={attempt}]"
+        # a line about a run but not an attempt of it (an alert) has no attempt: leave it out
+        fields = [f"run={run_id}"] + [
+            f"{name}={getattr(record, name)}"
+            for name in ("job", "attempt")
+            if getattr(record, name, None) is not None
+        ]
+        # on the message's first line: a traceback that follows stays as Python printed it
+        first, newline, rest = text.partition("\n")
+        return f"{first} [{' '.join(fields)}]{newline}{rest}"
 
 
 def configure(level: str = "info", fmt: str = "text", stream: Any = None) -> None:

@@ -18,6 +18,7 @@ JSON = Any
 """A value that round-trips through JSON (dict, list, str, int, float, bool, None)."""
 
 
+# The enums below share one shape by nature (a StrEnum of stored names): nothing to factor out.
 class ScheduleKind(enum.StrEnum):
     NOW = "now"
     AT = "at"
@@ -149,6 +150,7 @@ class Occurrence:
     """Set when a DST change moved or doubled this occurrence (e.g. ``"moved from 02:30"``)."""
 
 
+# store.base.JobUpsertParams repeats most fields on purpose: a write's input, not a stored job.
 @dataclass(frozen=True, slots=True)
 class Job:
     id: uuid.UUID
@@ -190,6 +192,9 @@ class Job:
     jitter: float = 0.0
     """Seconds (0 = none): each run becomes available up to this long after its scheduled
     instant, by a stable hash of (job, occurrence); ``scheduled_for`` never moves."""
+    created: bool = field(default=False, compare=False)
+    """True on the job ``schedule`` returns when that call created it (False: it updated an
+    existing job, or the job was read). Not part of the job's state: never compared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +254,8 @@ class Attempt:
     outcome: AttemptOutcome
     error_class: str | None = None
     error_message: str | None = None
+    traceback: str | None = None
+    """A failed attempt's formatted exception (bounded, its end kept); ``None`` otherwise."""
 
     @property
     def duration(self) -> timedelta | None:
@@ -264,6 +271,10 @@ class WorkerInfo:
     queues: tuple[str, ...]
     started_at: datetime
     heartbeat_at: datetime
+    tenant: str | None = None
+    """None: one of the installation's own workers (serves every tenant); a tenant name: that
+    tenant's remote worker (``id`` is then its lease owner, ``tenant/worker_id``, unique only
+    together with the tenant)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +313,7 @@ class ApiRole(enum.StrEnum):
         return order.index(self) >= order.index(needed)
 
 
+# api/schemas.py's KeyOut repeats these fields on purpose: the REST schema is declared apart.
 @dataclass(frozen=True, slots=True)
 class ApiKey:
     """An API key as stored: the secret itself is never kept, only its SHA-256 hash."""

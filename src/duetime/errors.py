@@ -32,6 +32,19 @@ class SchemaError(DuetimeError):
     """The database schema is missing, or newer than this version of duetime understands."""
 
 
+class ConnectError(DuetimeError):
+    """The database cannot be opened: ``target`` (a URL without its password, or a SQLite
+    path) and the one-line ``reason``. ``retryable`` is true when waiting may help (a refused
+    or timed-out connection: a server starting or failing over); false when it cannot (unknown
+    role or database, a wrong password, a malformed URL, a path that is no database)."""
+
+    def __init__(self, target: str, reason: str, *, retryable: bool) -> None:
+        super().__init__(f"cannot connect to {target}: {reason}")
+        self.target = target
+        self.reason = reason
+        self.retryable = retryable
+
+
 class UnsupportedFeature(DuetimeError):
     """The chosen store cannot provide what was asked (e.g. exactly-once on SQLite)."""
 

@@ -1,7 +1,7 @@
 """``explain``: why a job did or did not fire — its recent occurrences, each with what happened
 and why, and its next fire instants (local and UTC, with DST notes).
 
-:func:`explain` is pure: :meth:`duetime.app.AsyncApp.explain` gathers the job, its recent runs
+:func:`explain` is pure: :meth:`duetime.app.Monitoring.explain` gathers the job, its recent runs
 (with the attempts of those that were retried or died), its skip records, the live workers and
 its next fire instants, and this module turns them into an :class:`Explanation` that the CLI
 (``duetime explain JOB``) and the REST API (``GET /api/v1/jobs/{id}/explain``) render.
@@ -53,11 +53,8 @@ class OccurrenceReport:
     """The last occurrence of a skip range."""
 
 
-@dataclass(frozen=True, slots=True)
-class NextFire:
-    instant: datetime
-    local: datetime
-    dst_note: str | None = None
+NextFire = Occurrence
+"""A next fire instant (UTC, local, DST note): the schedule preview's own value type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +102,12 @@ def _seconds(value: float) -> str:
         return f"{value / 60:.3g} min"
     if value < 172800:
         return f"{value / 3600:.3g} h"
-    return f"{value / 86400:.3g} days"
+    days = value / 86400
+    if days < 100:
+        return f"{days:.3g} days"
+    if days < 730:
+        return f"{days:,.0f} days"  # never 2.52e+03 (what .3g prints from 1000 on)
+    return f"{days / 365.25:,.1f} years"
 
 
 def _ago(now: datetime, at: datetime) -> str:
@@ -217,6 +219,7 @@ def _report_run(
         else:
             what = "waiting"
             why = f"due since {_ago(now, run.available_at)}, waiting for a free worker slot"
+    # a run's fields passed by keyword, the same shape as worker/'s RunCompletion: no shared logic
     return OccurrenceReport(
         instant=run.scheduled_for,
         local=run.scheduled_for.astimezone(zone),
@@ -269,7 +272,7 @@ def explain(
         )
     reports.sort(key=lambda r: r.instant, reverse=True)
     reports = reports[:limit]
-    nexts = [NextFire(o.instant, o.local, o.dst_note) for o in next_fires]
+    nexts = list(next_fires)
     notes: list[str] = []
     if job.task not in served_tasks:
         notes.append(f"no live worker serves task {job.task!r}: due runs will wait for one")

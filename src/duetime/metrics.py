@@ -34,7 +34,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from duetime._observe import ClusterStats
+from duetime._monitoring import ClusterStats
 
 log = logging.getLogger("duetime.metrics")
 
@@ -226,6 +226,18 @@ class Metrics:
     content_type = CONTENT_TYPE_LATEST
 
 
+_TENANT_GAUGES = (
+    ("duetime_runs_due", "Runs due but not started, per tenant."),
+    (
+        "duetime_runs_due_oldest_age_seconds",
+        "Age of the oldest due-but-not-started run, per tenant.",
+    ),
+    ("duetime_runs_running", "Runs executing, per tenant."),
+    ("duetime_dead_letters", "Dead runs (dead-letter queue size), per tenant."),
+)
+"""The per-tenant cluster gauges (name, help), in the order of the values folded per tenant."""
+
+
 class ClusterCollector(Collector):
     """The cluster gauges, from the latest :class:`ClusterStats` read."""
 
@@ -253,22 +265,7 @@ class ClusterCollector(Collector):
         stats = self.stats
         if stats is None:
             return
-        due = GaugeMetricFamily(
-            "duetime_runs_due", "Runs due but not started, per tenant.", labels=["tenant"]
-        )
-        oldest = GaugeMetricFamily(
-            "duetime_runs_due_oldest_age_seconds",
-            "Age of the oldest due-but-not-started run, per tenant.",
-            labels=["tenant"],
-        )
-        running = GaugeMetricFamily(
-            "duetime_runs_running", "Runs executing, per tenant.", labels=["tenant"]
-        )
-        dead = GaugeMetricFamily(
-            "duetime_dead_letters",
-            "Dead runs (dead-letter queue size), per tenant.",
-            labels=["tenant"],
-        )
+        families = [GaugeMetricFamily(n, h, labels=["tenant"]) for n, h in _TENANT_GAUGES]
         folded: dict[str, list[float]] = {}
         for counts in stats.tenants:
             tenant = self._tenant(counts.tenant)
@@ -277,12 +274,10 @@ class ClusterCollector(Collector):
             values[1] = max(values[1], stats.oldest_due_age(counts.tenant))
             values[2] += counts.running
             values[3] += counts.dead
-        for tenant, (n_due, age, n_running, n_dead) in sorted(folded.items()):
-            due.add_metric([tenant], n_due)
-            oldest.add_metric([tenant], age)
-            running.add_metric([tenant], n_running)
-            dead.add_metric([tenant], n_dead)
-        yield from (due, oldest, running, dead)
+        for tenant, values in sorted(folded.items()):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([tenant], value)
+        yield from families
         yield from self._queues(stats)
         yield GaugeMetricFamily(
             "duetime_runs_due_oldest_age_max_seconds",

@@ -12,25 +12,30 @@ import operator
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from duetime import _json
 from duetime._config import Settings
+from duetime._redact import has_redacted, keep_redacted, refuse_redacted
 from duetime._types import (
     DeliveryMode,
+    Job,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
+    RunState,
     Schedule,
     ScheduleKind,
     job_hash_seed,
 )
-from duetime.errors import ValidationError
+from duetime.errors import Conflict, NotFound, ValidationError
+from duetime.policies.status import status_after_schedule_change
 from duetime.schedules import first_fire, validate_schedule
-from duetime.store.base import BulkJob, JobUpsertParams
+from duetime.store.base import BulkJob, JobRef, JobUpsertParams, Store, StoreTx
 from duetime.targets.http import HTTP_TASK, validate_target
 
 PARTITIONS = 256
@@ -100,6 +105,8 @@ class JobSpec:
     jitter: float | timedelta = 0.0
     """Seconds: each run becomes available up to this long after its instant (stable per
     occurrence); its ``scheduled_for`` stays the instant."""
+    allow_past: bool = False
+    """Accept an ``at`` further in the past than the misfire grace (it is due at once)."""
 
 
 def partition_of(job_id: uuid.UUID) -> int:
@@ -145,25 +152,238 @@ def _schedule(spec: JobSpec, now: datetime) -> Schedule:
         return Schedule(ScheduleKind.AT, at=at, tz=spec.tz)
     every = spec.every
     if isinstance(every, int | float) and not isinstance(every, bool):
-        every = timedelta(seconds=every)
+        try:
+            every = timedelta(seconds=every)  # NaN: ValueError; too large: OverflowError
+        except (ValueError, OverflowError):
+            raise ValidationError(
+                "every",
+                f"must be a finite number of seconds (within ±999999999 days), got {every!r}",
+            ) from None
     if not isinstance(every, timedelta):
         raise ValidationError("every", "must be a timedelta or a number of seconds")
     return Schedule(ScheduleKind.EVERY, every=every, anchor=spec.anchor, tz=spec.tz)
 
 
-def equivalent_schedules(requested: Schedule) -> Any:
-    """A predicate: is a stored schedule the same as ``requested`` (so re-declaring a job keeps
-    its next fire instant)? ``now`` jobs are equal to any ``now`` job; an ``every`` job with no
-    explicit anchor is equal to any stored one of the same interval."""
+def equivalent_schedules(requested: Schedule, stored: Schedule) -> bool:
+    """Is a stored schedule the same as ``requested`` (so re-declaring a job keeps its next
+    fire instant)? ``now`` jobs are equal to any ``now`` job; an ``every`` job with no explicit
+    anchor is equal to any stored one of the same interval."""
+    if requested.kind is ScheduleKind.NOW:
+        return stored.kind is ScheduleKind.NOW
+    if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
+        return stored.kind is ScheduleKind.EVERY and stored.every == requested.every
+    return stored == requested
 
-    def same(stored: Schedule) -> bool:
-        if requested.kind is ScheduleKind.NOW:
-            return stored.kind is ScheduleKind.NOW
-        if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
-            return stored.kind is ScheduleKind.EVERY and stored.every == requested.every
-        return stored == requested
 
-    return same
+async def upsert_job(store: Store, params: JobUpsertParams) -> tuple[Job, bool]:
+    """Create the job ``params`` describe, or update the one of that (tenant, name), in one
+    store transaction (:func:`upsert_in`). Returns the job and whether it was created."""
+    async with store.transaction() as tx:
+        return await upsert_in(tx, params)
+
+
+async def upsert_in(tx: StoreTx, params: JobUpsertParams) -> tuple[Job, bool]:
+    """:func:`upsert_job` inside the caller's transaction: insert; if the name is taken (and
+    ``create_only`` is not set), lock the stored job and compare schedules — an equivalent one
+    keeps its schedule and next fire instant; a changed one replaces them (a completed job is
+    active again) and its not-yet-started scheduled runs are skipped (``schedule_changed``)."""
+    created = await tx.job_insert(params)
+    if created is not None:
+        return created, True
+    if params.create_only:
+        raise Conflict(f"a job named {params.name!r} already exists")
+    old = await tx.job_lock(JobRef(tenant=params.tenant, name=params.name))
+    if old is None:  # deleted between the insert and the lock
+        raise Conflict(f"job {params.name!r} changed concurrently; try again")
+    return await replace_in(tx, params, old), False
+
+
+async def replace_in(tx: StoreTx, params: JobUpsertParams, old: Job) -> Job:
+    """Rewrite the job ``old`` (locked by ``tx``) from ``params``: an equivalent schedule
+    keeps its schedule and next fire instant; a changed one replaces them (a completed job is
+    active again) and its not-yet-started scheduled runs are skipped (``schedule_changed``)."""
+    if equivalent_schedules(params.requested or params.schedule, old.schedule):
+        schedule, next_fire_at, status = old.schedule, old.next_fire_at, old.status
+    else:
+        schedule, next_fire_at = params.schedule, params.next_fire_at
+        status = status_after_schedule_change(old.status)
+        await tx.runs_end_pending(
+            old.id, RunState.SKIPPED, "schedule_changed", include_manual=False
+        )
+    return await tx.job_update(
+        params, old, schedule=schedule, next_fire_at=next_fire_at, status=status
+    )
+
+
+def check_delivery(params: JobUpsertParams, dialect: str) -> None:
+    """Refuse ``exactly_once`` delivery on SQLite (ValidationError)."""
+    if params.delivery is DeliveryMode.EXACTLY_ONCE and dialect == "sqlite":
+        raise ValidationError(
+            "delivery",
+            "exactly_once needs PostgreSQL; SQLite cannot "
+            "commit a handler's writes with the run's completion",
+        )
+
+
+# --- partial updates ----------------------------------------------------------------------------
+
+
+class RetryChanges(TypedDict, total=False):
+    """Part of a retry policy: the fields given replace the job's, the others are kept."""
+
+    max_attempts: int
+    backoff_base: float
+    backoff_factor: float
+    backoff_cap: float
+
+
+class JobChanges(TypedDict, total=False):
+    """A partial update of a job (:meth:`duetime.app.Jobs.update_job`, ``PATCH /jobs/{id}``):
+    each key given replaces the job's value, validated as :class:`JobSpec`'s field is; a key
+    left out keeps it. The name cannot change.
+
+    Giving any of ``cron``, ``at``, ``every`` or ``now`` replaces the whole schedule (give
+    exactly one; ``tz`` and ``anchor`` are kept unless given). ``task`` alone drops a target
+    and ``target`` alone drops the task; ``overlap`` alone resets ``max_concurrency`` to the
+    policy's default. ``retry``: a :class:`~duetime.RetryPolicy`, a :class:`RetryChanges`
+    merged onto the job's policy, or None for the defaults. None for ``timeout``,
+    ``misfire_grace``, ``max_concurrency``, ``concurrency_key``, ``sla`` and
+    ``expected_duration`` means none (or the default), as in ``schedule``."""
+
+    task: str | None
+    target: dict[str, Any] | None
+    cron: str | None
+    at: datetime | timedelta | None
+    every: timedelta | float | None
+    now: bool
+    tz: str
+    anchor: datetime | None
+    payload: Any
+    retry: RetryPolicy | RetryChanges | None
+    priority: int
+    timeout: float | None
+    misfire: MisfirePolicy | str
+    misfire_grace: float | None
+    overlap: OverlapPolicy | str
+    delivery: DeliveryMode | str
+    queue: str
+    tags: Sequence[str]
+    metadata: dict[str, Any] | None
+    max_concurrency: int | None
+    concurrency_key: str | None
+    max_backfill: int
+    sla: float | timedelta | None
+    expected_duration: float | timedelta | None
+    jitter: float | timedelta
+
+
+SCHEDULE_CHANGES = frozenset({"cron", "at", "every", "now"})
+"""The :class:`JobChanges` keys that replace a job's schedule."""
+
+
+def spec_of(job: Job) -> JobSpec:
+    """A stored job as the spec that declares it again unchanged (its schedule included, so
+    its next fire instant is kept)."""
+    s = job.schedule
+    # a job copied field by field: the shape of the row mappers in store/ and api/, not their logic
+    return JobSpec(
+        name=job.name,
+        task=job.task,
+        target=job.target,
+        cron=s.cron if s.kind is ScheduleKind.CRON else None,
+        at=s.at if s.kind is ScheduleKind.AT else None,
+        every=s.every if s.kind is ScheduleKind.EVERY else None,
+        now=s.kind is ScheduleKind.NOW,
+        tz=s.tz,
+        anchor=s.anchor if s.kind is ScheduleKind.EVERY else None,
+        payload=job.payload,
+        retry=job.retry,
+        priority=job.priority,
+        timeout=job.timeout,
+        misfire=job.misfire_policy,
+        misfire_grace=job.misfire_grace,
+        overlap=job.overlap_policy,
+        delivery=job.delivery,
+        queue=job.queue,
+        tags=job.tags,
+        metadata=dict(job.metadata),
+        max_concurrency=job.max_concurrency,
+        concurrency_key=job.concurrency_key,
+        max_backfill=job.max_backfill,
+        sla=job.sla,
+        expected_duration=job.expected_duration,
+        jitter=job.jitter,
+        allow_past=True,  # accepted when it was declared
+    )
+
+
+def changed_spec(job: Job, changes: JobChanges) -> JobSpec:
+    """``job``'s spec with ``changes`` applied (:class:`JobChanges`), not yet validated.
+    An unknown key (the name included) is a ValidationError naming it."""
+    values: dict[str, Any] = dict(changes)
+    unknown = sorted(values.keys() - JobChanges.__optional_keys__)
+    if unknown:
+        raise ValidationError(unknown[0], "cannot be changed by an update")
+    spec = spec_of(job)
+    if SCHEDULE_CHANGES & values.keys():
+        spec = replace(
+            spec, cron=None, at=None, every=None, now=False, anchor=None, allow_past=False
+        )
+    if "task" in values and "target" not in values:
+        values["target"] = None
+    if "target" in values and "task" not in values:
+        values["task"] = None
+    if "overlap" in values and "max_concurrency" not in values:
+        values["max_concurrency"] = None
+    if "retry" in values:
+        values["retry"] = _merged_retry(job.retry, values["retry"])
+    if "tags" in values:
+        values["tags"] = tuple(values["tags"])
+    if "metadata" in values:
+        values["metadata"] = {} if values["metadata"] is None else values["metadata"]
+    return replace(spec, **values)
+
+
+def _merged_retry(current: RetryPolicy, change: object) -> object:
+    """A :class:`RetryChanges` merged onto ``current``; anything else as it is (a policy,
+    None for the defaults, or a wrong value validation refuses)."""
+    if not isinstance(change, dict):
+        return change
+    unknown = sorted(change.keys() - RetryChanges.__optional_keys__)
+    if unknown:
+        raise ValidationError(f"retry.{unknown[0]}", "is not a retry setting")
+    return replace(current, **change)
+
+
+def changed_task(changes: JobChanges) -> str | None:
+    """The task a registered-task check must know, if ``changes`` change it to a named
+    function (a target runs under a built-in task; a wrong value is refused by validation)."""
+    task = changes.get("task")
+    if changes.get("target") is None and isinstance(task, str) and task:
+        return task
+    return None
+
+
+async def change_job(
+    store: Store, ref: JobRef, changes: JobChanges, *, settings: Settings, now: datetime
+) -> Job:
+    """Apply ``changes`` to the job ``ref`` atomically, in one store transaction: lock it,
+    merge the changes onto its current values (a ``\"<redacted>\"`` header value keeps the stored
+    one), validate the result as ``schedule`` does (:func:`build_upsert`) and rewrite it
+    (:func:`replace_in`: a changed schedule skips its not-yet-started runs). Concurrent
+    updates of different fields all survive. Raises NotFound, ValidationError. A task is not
+    checked against the known ones here (on SQLite that read would wait on this
+    transaction): the caller checks :func:`changed_task` first."""
+    async with store.transaction() as tx:
+        old = await tx.job_lock(ref)
+        if old is None:
+            raise NotFound(f"job {ref.id or ref.name!s} not found")
+        spec = changed_spec(old, changes)
+        if has_redacted(spec.target):  # written back as read: keep the stored credentials
+            spec = replace(spec, target=keep_redacted(spec.target, old.target))
+        params = build_upsert(spec, tenant=old.tenant, settings=settings, now=now)
+        check_delivery(params, store.dialect)
+        return await replace_in(tx, params, old)
 
 
 def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
@@ -218,7 +438,9 @@ def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
             raise ValidationError(
                 "target", f"give either task or target, not both (task {spec.task!r})"
             )
-        return HTTP_TASK, validate_target(spec.target)
+        target = validate_target(spec.target)
+        refuse_redacted(target)  # AsyncApp.schedule_spec put back the values it could keep
+        return HTTP_TASK, target
     if spec.task == HTTP_TASK:
         raise ValidationError(
             "target", f"{HTTP_TASK} needs a target such as {{'type': 'http', 'url': ...}}"
@@ -258,6 +480,7 @@ def build_upsert(
     payload = _json.encode_payload(spec.payload, limit=settings.payload_limit)
     _metadata(spec.metadata, settings)
     requested, resolved, next_fire_at = _job_schedule(spec, tenant, now, cron_times)
+    _check_past(spec, requested, now, shared["misfire_grace"])
     job_id = new_job_id()
     return JobUpsertParams(
         tenant=tenant,
@@ -265,7 +488,7 @@ def build_upsert(
         payload=payload,
         schedule=resolved,
         next_fire_at=next_fire_at,
-        equivalent=equivalent_schedules(requested),
+        requested=requested,
         metadata=dict(spec.metadata),
         partition=partition_of(job_id),
         job_id=job_id,
@@ -301,13 +524,17 @@ def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
     """The validated :class:`JobUpsertParams` fields that depend only on the spec's
     :data:`SHARED_SPEC_FIELDS` (and the settings)."""
     check_priority(spec.priority)
-    if spec.timeout is not None and not (
-        isinstance(spec.timeout, int | float) and spec.timeout > 0
-    ):
-        raise ValidationError("timeout", "must be a positive number of seconds")
-    grace = settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace
-    if not isinstance(grace, int | float) or not grace >= 0:  # NaN is refused too
-        raise ValidationError("misfire_grace", "must be a non-negative number of seconds")
+    timeout = None if spec.timeout is None else _finite(spec.timeout)
+    if spec.timeout is not None and not (timeout is not None and timeout > 0):
+        raise ValidationError(
+            "timeout", f"must be a positive, finite number of seconds, got {spec.timeout!r}"
+        )
+    grace = _finite(settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace)
+    if grace is None or not grace >= 0:  # bools, NaN and infinities are refused
+        raise ValidationError(
+            "misfire_grace",
+            f"must be a non-negative, finite number of seconds, got {spec.misfire_grace!r}",
+        )
     if not isinstance(spec.queue, str) or not 0 < len(spec.queue) <= 100:
         raise ValidationError("queue", "must be 1-100 characters")
     if not spec.queue.isprintable():
@@ -322,7 +549,7 @@ def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
         "target": target,
         "priority": spec.priority,
         "retry": _retry(spec.retry, settings),
-        "timeout": None if spec.timeout is None else float(spec.timeout),
+        "timeout": timeout,
         "misfire_policy": _enum(MisfirePolicy, spec.misfire, "misfire"),
         "misfire_grace": float(grace),
         "overlap_policy": _enum(OverlapPolicy, spec.overlap, "overlap"),
@@ -370,6 +597,22 @@ def _job_schedule(
             cron_times.clear()
         cron_times[(cast(str, cron), tz, now)] = (requested, next_fire_at)
     return requested, resolved, next_fire_at
+
+
+def _check_past(spec: JobSpec, requested: Schedule, now: datetime, grace: float) -> None:
+    """Refuse an ``at`` further in the past than the misfire grace unless ``allow_past``:
+    it would fire at once, most likely not what was meant (a typo in the year)."""
+    if requested.kind is not ScheduleKind.AT or requested.at is None or spec.allow_past:
+        return
+    late = (now - requested.at).total_seconds()
+    if late > grace:
+        ago = f"{late:,.0f} s" if late < 7200 else f"{late / 3600:,.0f} h"
+        ago = ago if late < 172800 else f"{late / 86400:,.0f} days"
+        raise ValidationError(
+            "at",
+            f"{requested.at.isoformat()} is {ago} in the past, more than the misfire grace "
+            f"({grace:g} s); give allow_past=True (--allow-past) to run it at once",
+        )
 
 
 def new_job_id() -> uuid.UUID:
@@ -443,7 +686,10 @@ class BulkValidator:
         _check_name(spec.name)
         payload = _json.encode_payload(spec.payload, limit=self.settings.payload_limit)
         metadata = _metadata(spec.metadata, self.settings)
-        _, resolved, next_fire_at = _job_schedule(spec, self.tenant, self.now, self._cron_times)
+        requested, resolved, next_fire_at = _job_schedule(
+            spec, self.tenant, self.now, self._cron_times
+        )
+        _check_past(spec, requested, self.now, shape.misfire_grace)
         job_id, partition = self._ids.next()
         name = spec.name
         return BulkJob(shape, job_id, name, payload, metadata, resolved, next_fire_at, partition)

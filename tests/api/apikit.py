@@ -166,6 +166,46 @@ def claim(client: httpx.Client, worker: str, task: str, **fields: Any) -> list[d
     return runs
 
 
+EXPLODING = "boom <b>not bold</b>"
+"""The message of :func:`fail_in_process`'s task: markup a page must show as text."""
+
+
+async def fail_in_process(
+    app: AsyncApp, job: str = "exploding", *, retried: bool = False
+) -> uuid.UUID:
+    """A run of ``job`` whose task ``explode_task`` raised ``RuntimeError(EXPLODING)``, failed
+    by an in-process worker of ``app`` (so its attempt keeps the traceback): for good, or with
+    ``retried`` scheduled again an hour later (no dead letter)."""
+    from duetime import Retry
+    from duetime._types import RunState
+    from tests.waiting import eventually
+
+    @app.task("tests.explode")
+    def explode_task(ctx: Any) -> None:
+        raise RuntimeError(EXPLODING)
+
+    retry = Retry(max_attempts=2, backoff_base=3600, backoff_cap=3600) if retried else Retry(1)
+    await app.schedule(job, task="tests.explode", cron="0 0 1 1 *", retry=retry)
+    run = await app.trigger(job)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(app.worker(tasks=["tests.explode"]).run(stop))
+
+    async def failed() -> bool | None:
+        now = await app.run(run.id)
+        return (
+            now.attempt == 1 and now.state is RunState.SCHEDULED
+            if retried
+            else (now.state is RunState.DEAD)
+        ) or None
+
+    try:
+        await eventually(failed, what="the exploding run to fail")
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 30)
+    return run.id
+
+
 def make_dead_run(client: httpx.Client, job: dict[str, Any]) -> dict[str, Any]:
     """Trigger ``job`` and fail its run for good through the remote-worker protocol."""
     run = ok(client.post(f"/jobs/{job['id']}/trigger"), 201)

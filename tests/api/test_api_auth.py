@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -57,28 +59,69 @@ def test_revoked_key_is_refused_at_once(server: ServerProcess, keys: Keys) -> No
         problem(admin.post("/keys", json={"role": "root"}), 422, "role")
 
 
-def test_viewer_reads_but_cannot_write(server: ServerProcess, keys: Keys) -> None:
+def test_a_key_cannot_revoke_itself(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_admin) as admin:
+        created = ok(admin.post("/keys", json={"role": "admin", "name": "second admin"}), 201)
+        with server.client(created["key"]) as second:
+            body = problem(second.delete(f"/keys/{created['id']}"), 409)
+            assert "cannot revoke itself" in body["detail"]
+            ok(second.get("/keys"))  # still valid
+            upper = created["id"].upper()
+            problem(second.delete(f"/keys/{upper}"), 409)
+        assert admin.delete(f"/keys/{created['id']}").status_code == 204
+        with server.client(created["key"]) as second:
+            problem(second.get("/keys"), 401)
+
+
+@pytest.fixture(scope="module")
+def acme_job(server: ServerProcess, keys: Keys) -> dict:
+    """A job of tenant ``acme`` for tests that only read it or fail to change it."""
     with server.client(keys.acme_operator) as operator:
-        job = make_job(operator)
+        return make_job(operator)
+
+
+def test_viewer_reads(server: ServerProcess, keys: Keys, acme_job: dict) -> None:
     with server.client(keys.acme_viewer) as viewer:
-        ok(viewer.get(f"/jobs/{job['id']}"))
+        ok(viewer.get(f"/jobs/{acme_job['id']}"))
         ok(viewer.get("/runs"))
         ok(viewer.get("/dead-letters"))
         ok(viewer.post("/schedules/preview", json={"cron": "* * * * *", "count": 1}))
-        job_url = f"/jobs/{job['id']}"
-        for method, path, body in [
-            ("POST", "/jobs", {"name": unique(), "task": "t", "every": 5}),
-            ("PATCH", job_url, {"priority": 1}),
-            ("DELETE", job_url, None),
-            ("POST", f"{job_url}/pause", None),
-            ("POST", f"{job_url}/trigger", None),
-            ("POST", f"/runs/{uuid.uuid4()}/cancel", None),
-            ("POST", "/dead-letters/replay", {"all": True}),
-            ("POST", "/worker/claim", {"worker_id": "w", "tasks": [job["task"]]}),
-            ("POST", "/keys", {"role": "viewer"}),
-            ("GET", "/keys", None),
-        ]:
-            problem(viewer.request(method, path, json=body), 403)
+
+
+Request = tuple[str, str, dict | None]
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(
+            lambda job: ("POST", "/jobs", {"name": unique(), "task": "t", "every": 5}),
+            id="create-job",
+        ),
+        pytest.param(lambda job: ("PATCH", f"/jobs/{job['id']}", {"priority": 1}), id="patch"),
+        pytest.param(lambda job: ("DELETE", f"/jobs/{job['id']}", None), id="delete"),
+        pytest.param(lambda job: ("POST", f"/jobs/{job['id']}/pause", None), id="pause"),
+        pytest.param(lambda job: ("POST", f"/jobs/{job['id']}/trigger", None), id="trigger"),
+        pytest.param(lambda job: ("POST", f"/runs/{uuid.uuid4()}/cancel", None), id="cancel-run"),
+        pytest.param(
+            lambda job: ("POST", "/dead-letters/replay", {"all": True}), id="replay-dead-letters"
+        ),
+        pytest.param(
+            lambda job: ("POST", "/worker/claim", {"worker_id": "w", "tasks": [job["task"]]}),
+            id="claim",
+        ),
+        pytest.param(lambda job: ("POST", "/keys", {"role": "viewer"}), id="create-key"),
+        pytest.param(lambda job: ("GET", "/keys", None), id="list-keys"),
+    ],
+)
+def test_viewer_cannot_write(
+    server: ServerProcess, keys: Keys, acme_job: dict, write: Callable[[dict], Request]
+) -> None:
+    method, path, body = write(acme_job)
+    with server.client(keys.acme_viewer) as viewer:
+        problem(viewer.request(method, path, json=body), 403)
+    with server.client(keys.acme_operator) as operator:
+        assert ok(operator.get(f"/jobs/{acme_job['id']}"))["status"] == "active"  # untouched
 
 
 def test_only_admins_manage_keys_or_pick_a_tenant(server: ServerProcess, keys: Keys) -> None:
@@ -108,7 +151,19 @@ def test_only_admins_manage_keys_or_pick_a_tenant(server: ServerProcess, keys: K
         ok(globex.get(f"/jobs/{job['id']}"))
 
 
-def test_another_tenants_ids_are_404_everywhere(server: ServerProcess, keys: Keys) -> None:
+@dataclass(frozen=True)
+class AcmeThings:
+    """Ids of tenant ``acme``: a job, its dead run, a run claimed by ``worker``, a key."""
+
+    job: dict
+    pending: dict
+    dead: dict
+    held: dict
+    worker: str
+    key: dict
+
+
+def make_acme_things(server: ServerProcess, keys: Keys) -> AcmeThings:
     with server.client(keys.acme_operator) as acme:
         job = make_job(acme)
         dead = make_dead_run(acme, job)
@@ -117,38 +172,86 @@ def test_another_tenants_ids_are_404_everywhere(server: ServerProcess, keys: Key
         (held,) = claim(acme, worker, job["task"])
     with server.client(keys.acme_admin) as acme_admin:
         acme_key = ok(acme_admin.post("/keys", json={"role": "viewer"}), 201)
-    j, r, d = job["id"], pending["id"], dead["id"]
+    return AcmeThings(job, pending, dead, held, worker, acme_key)
+
+
+@pytest.fixture(scope="module")
+def acme_things(server: ServerProcess, keys: Keys) -> AcmeThings:
+    """Made once for the cases below: none of them may change anything of it."""
+    return make_acme_things(server, keys)
+
+
+def assert_acme_untouched(server: ServerProcess, keys: Keys, things: AcmeThings) -> None:
+    with server.client(keys.acme_operator) as acme:
+        assert ok(acme.get(f"/jobs/{things.job['id']}"))["status"] == "active"
+        assert ok(acme.get(f"/runs/{things.pending['id']}"))["state"] in ("scheduled", "running")
+        assert ok(acme.get(f"/runs/{things.dead['id']}"))["state"] == "dead"
+    with server.client(things.key["key"]) as acme_viewer:
+        ok(acme_viewer.get("/jobs"))  # the key still works
+
+
+def _complete(t: AcmeThings) -> dict:
+    held = t.held
+    return {
+        "worker_id": t.worker,
+        "run_id": held["run_id"],
+        "token": held["token"],
+        "outcome": "succeeded",
+    }
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        pytest.param(lambda t: ("GET", f"/jobs/{t.job['id']}", None), id="get-job"),
+        pytest.param(lambda t: ("PATCH", f"/jobs/{t.job['id']}", {"priority": 1}), id="patch"),
+        pytest.param(lambda t: ("DELETE", f"/jobs/{t.job['id']}", None), id="delete"),
+        pytest.param(lambda t: ("POST", f"/jobs/{t.job['id']}/pause", None), id="pause"),
+        pytest.param(lambda t: ("POST", f"/jobs/{t.job['id']}/resume", None), id="resume"),
+        pytest.param(lambda t: ("POST", f"/jobs/{t.job['id']}/cancel", None), id="cancel-job"),
+        pytest.param(lambda t: ("POST", f"/jobs/{t.job['id']}/trigger", None), id="trigger"),
+        pytest.param(lambda t: ("GET", f"/jobs/{t.job['id']}/runs", None), id="job-runs"),
+        pytest.param(lambda t: ("GET", f"/runs/{t.pending['id']}", None), id="get-run"),
+        pytest.param(lambda t: ("GET", f"/runs/{t.dead['id']}", None), id="get-dead-run"),
+        pytest.param(lambda t: ("POST", f"/runs/{t.pending['id']}/cancel", None), id="cancel-run"),
+        pytest.param(lambda t: ("GET", "/runs?job_id=" + t.job["id"], None), id="runs-of-job"),
+        pytest.param(
+            lambda t: ("GET", "/dead-letters?job_id=" + t.job["id"], None),
+            id="dead-letters-of-job",
+        ),
+        pytest.param(
+            lambda t: ("POST", f"/dead-letters/{t.dead['id']}/replay", None), id="replay-one"
+        ),
+        pytest.param(
+            lambda t: ("POST", "/dead-letters/replay", {"job_id": t.job["id"]}),
+            id="replay-of-job",
+        ),
+        pytest.param(
+            lambda t: ("POST", "/schedules/preview", {"job_id": t.job["id"]}), id="preview-job"
+        ),
+        pytest.param(lambda t: ("DELETE", f"/keys/{t.key['id']}", None), id="revoke-key"),
+        pytest.param(lambda t: ("POST", "/worker/complete", _complete(t)), id="complete-run"),
+    ],
+)
+def test_another_tenants_ids_are_404(
+    server: ServerProcess,
+    keys: Keys,
+    acme_things: AcmeThings,
+    reach: Callable[[AcmeThings], Request],
+) -> None:
+    method, path, body = reach(acme_things)
     with server.client(keys.globex_admin) as globex:
-        for method, path, body in [
-            ("GET", f"/jobs/{j}", None),
-            ("PATCH", f"/jobs/{j}", {"priority": 1}),
-            ("DELETE", f"/jobs/{j}", None),
-            ("POST", f"/jobs/{j}/pause", None),
-            ("POST", f"/jobs/{j}/resume", None),
-            ("POST", f"/jobs/{j}/cancel", None),
-            ("POST", f"/jobs/{j}/trigger", None),
-            ("GET", f"/jobs/{j}/runs", None),
-            ("GET", f"/runs/{r}", None),
-            ("GET", f"/runs/{d}", None),
-            ("POST", f"/runs/{r}/cancel", None),
-            ("GET", "/runs?job_id=" + j, None),
-            ("GET", "/dead-letters?job_id=" + j, None),
-            ("POST", f"/dead-letters/{d}/replay", None),
-            ("POST", "/dead-letters/replay", {"job_id": j}),
-            ("POST", "/schedules/preview", {"job_id": j}),
-            ("DELETE", f"/keys/{acme_key['id']}", None),
-            (
-                "POST",
-                "/worker/complete",
-                {
-                    "worker_id": worker,
-                    "run_id": held["run_id"],
-                    "token": held["token"],
-                    "outcome": "succeeded",
-                },
-            ),
-        ]:
-            problem(globex.request(method, path, json=body), 404)
+        problem(globex.request(method, path, json=body), 404)
+    assert_acme_untouched(server, keys, acme_things)
+
+
+def test_another_tenants_ids_are_in_no_listing_and_no_claim(
+    server: ServerProcess, keys: Keys
+) -> None:
+    things = make_acme_things(server, keys)
+    job, held, worker, acme_key = things.job, things.held, things.worker, things.key
+    j, r, d = job["id"], things.pending["id"], things.dead["id"]
+    with server.client(keys.globex_admin) as globex:
         # listings show none of them; claims and heartbeats cannot reach them
         assert j not in {x["id"] for x in ok(globex.get("/jobs", params={"limit": 1000}))["items"]}
         run_ids = {x["id"] for x in ok(globex.get("/runs", params={"limit": 1000}))["items"]}

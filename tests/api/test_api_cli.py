@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from typer.testing import CliRunner, Result
 
 from duetime.cli import cli
 from tests.api.apikit import ok, problem, start, unique
+from tests.waiting import eventually_sync
 
 
 @pytest.fixture(autouse=True)
@@ -91,13 +91,12 @@ def test_up_serves_the_api_open_on_loopback(tmp_path: Path) -> None:
             job = ok(c.post("/jobs", json={"name": name, "task": "duetime.noop", "every": 1}), 201)
             assert job["tenant"] == "default"
             # the scheduler and worker of `up` run it
-            deadline = time.monotonic() + 10
-            while True:
-                runs = ok(c.get(f"/jobs/{job['id']}/runs", params={"state": "succeeded"}))
-                if runs["items"] or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            assert runs["items"], up.text()
+            succeeded = {"state": "succeeded"}
+            eventually_sync(
+                lambda: ok(c.get(f"/jobs/{job['id']}/runs", params=succeeded))["items"],
+                what="a run of the job to succeed",
+                details=up.text,
+            )
     finally:
         assert up.stop() == 0, up.text()
 

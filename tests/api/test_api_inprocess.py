@@ -11,9 +11,9 @@ import pytest
 
 from duetime.api import create_api
 from duetime.api.ratelimit import RateLimiter
-from duetime.app import AsyncApp
+from duetime.app import AsyncApp, Jobs
 from duetime.errors import SchemaError
-from tests.api.apikit import ok, problem
+from tests.api.apikit import EXPLODING, fail_in_process, ok, problem
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ async def app(tmp_path: Path) -> AsyncIterator[AsyncApp]:
 
 def client(api: object) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, base_url="http://test")
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost")
 
 
 async def test_rate_limit_is_per_tenant_with_retry_after(app: AsyncApp) -> None:
@@ -51,6 +51,22 @@ def test_token_bucket_refills() -> None:
     assert RateLimiter(0).acquire("t") is None
 
 
+async def test_a_run_shows_its_failed_attempts_traceback(app: AsyncApp) -> None:
+    """Issue 17: GET /runs/{id} carries each attempt's traceback (null for none)."""
+    run_id = await fail_in_process(app)
+    async with client(create_api(app, auth_required=False)) as c:
+        detail = ok(await c.get(f"/api/v1/runs/{run_id}"))
+        doc = ok(await c.get("/api/v1/openapi.json"))
+    (attempt,) = detail["attempts"]
+    assert attempt["outcome"] == "failed"
+    assert attempt["traceback"].startswith("Traceback (most recent call last):")
+    assert "in explode_task" in attempt["traceback"]
+    assert attempt["traceback"].rstrip().endswith(f"RuntimeError: {EXPLODING}")
+    schema = doc["components"]["schemas"]["AttemptOut"]
+    assert "traceback" in schema["required"]
+    assert "16 KiB" in schema["properties"]["traceback"]["description"]
+
+
 async def test_readyz_is_503_when_the_schema_is_not_known(
     app: AsyncApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -72,7 +88,7 @@ async def test_a_bug_is_a_logged_problem_500(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(AsyncApp, "list", broken)
+    monkeypatch.setattr(Jobs, "find", broken)
     async with client(create_api(app, auth_required=False)) as c:
         body = problem(await c.get("/api/v1/jobs"), 500)
     assert "a bug" not in body["detail"]  # internals are logged, not sent

@@ -99,7 +99,7 @@ def test_at_and_every_take_iso_8601(server: ServerProcess, keys: Keys) -> None:
         assert now["schedule"]["kind"] == "now"
 
 
-def test_create_errors(server: ServerProcess, keys: Keys) -> None:
+def test_create_with_a_taken_name_is_409(server: ServerProcess, keys: Keys) -> None:
     with server.client(keys.acme_operator) as c:
         job = new_job(c)
         problem(
@@ -109,35 +109,62 @@ def test_create_errors(server: ServerProcess, keys: Keys) -> None:
             ),
             409,
         )
-        base = {"name": unique(), "task": "api.test", "allow_unregistered": True}
-        problem(c.post("/jobs", json={**base, "cron": "0 3 * *"}), 422, "cron")
-        problem(c.post("/jobs", json=base), 422, "schedule")
-        problem(c.post("/jobs", json={**base, "cron": "0 3 * * *", "every": 5}), 422, "schedule")
-        problem(c.post("/jobs", json={**base, "at": "tomorrow"}), 422, "at")
-        problem(c.post("/jobs", json={**base, "at": "2030-01-01T10:00:00"}), 422, "at")
-        problem(c.post("/jobs", json={**base, "every": "PT"}), 422, "every")
-        problem(c.post("/jobs", json={**base, "every": 5, "tz": "Mars/Base"}), 422, "tz")
-        problem(c.post("/jobs", json={**base, "every": 5, "priority": "high"}), 422, "priority")
-        problem(c.post("/jobs", json={**base, "every": 5, "priority": 1001}), 422, "priority")
-        problem(c.post("/jobs", json={**base, "every": 5, "priority": -1001}), 422, "priority")
-        problem(c.post("/jobs", json={**base, "every": 5, "jitter": -1}), 422, "jitter")
-        problem(c.post("/jobs", json={**base, "every": 5, "jitter": 3601}), 422, "jitter")
-        problem(
-            c.post("/jobs", json={**base, "every": 5, "retry": {"max_attempts": 0}}),
-            422,
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        pytest.param({"cron": "0 3 * *"}, "cron", id="cron-of-four-fields"),
+        pytest.param({}, "schedule", id="no-schedule"),
+        pytest.param({"cron": "0 3 * * *", "every": 5}, "schedule", id="two-schedules"),
+        pytest.param({"at": "tomorrow"}, "at", id="at-not-a-date"),
+        pytest.param({"at": "2030-01-01T10:00:00"}, "at", id="at-without-a-zone"),
+        pytest.param({"every": "PT"}, "every", id="every-empty-duration"),
+        pytest.param({"every": 5, "tz": "Mars/Base"}, "tz", id="unknown-tz"),
+        pytest.param({"every": 5, "priority": "high"}, "priority", id="priority-not-a-number"),
+        pytest.param({"every": 5, "priority": 1001}, "priority", id="priority-too-high"),
+        pytest.param({"every": 5, "priority": -1001}, "priority", id="priority-too-low"),
+        pytest.param({"every": 5, "jitter": -1}, "jitter", id="jitter-negative"),
+        pytest.param({"every": 5, "jitter": 3601}, "jitter", id="jitter-over-an-hour"),
+        pytest.param(
+            {"every": 5, "retry": {"max_attempts": 0}},
             "retry.max_attempts",
-        )
-        problem(c.post("/jobs", json={**base, "every": 5, "colour": "red"}), 422, "colour")
-        problem(c.post("/jobs", json={**base, "every": 5, "misfire": "never"}), 422, "misfire")
-        problem(c.post("/jobs", json={**base, "name": "", "every": 5}), 422, "name")
-        problem(c.post("/jobs", json={**base, "every": 5, "queue": "a\u0000b"}), 422, "queue")
+            id="retry-without-attempts",
+        ),
+        pytest.param({"every": 5, "colour": "red"}, "colour", id="unknown-field"),
+        pytest.param({"every": 5, "misfire": "never"}, "misfire", id="unknown-misfire"),
+        pytest.param({"name": "", "every": 5}, "name", id="empty-name"),
+        pytest.param({"every": 5, "queue": "a\u0000b"}, "queue", id="queue-with-nul"),
+        pytest.param({"every": 5, "payload": "x" * 70_000}, "payload", id="payload-too-big"),
+    ],
+)
+def test_create_refuses_a_bad_field_naming_it(
+    server: ServerProcess, keys: Keys, fields: dict, field: str
+) -> None:
+    base = {"name": unique(), "task": "api.test", "allow_unregistered": True}
+    with server.client(keys.acme_operator) as c:
+        problem(c.post("/jobs", json={**base, **fields}), 422, field)
+
+
+def test_create_with_an_unregistered_task_is_422(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_operator) as c:
         unregistered = {"name": unique(), "task": "never.registered", "every": 5}
         problem(c.post("/jobs", json=unregistered), 422, "task")
+
+
+def test_create_with_an_at_long_past_needs_allow_past(server: ServerProcess, keys: Keys) -> None:
+    base = {"task": "api.test", "allow_unregistered": True, "at": "2020-01-01T00:00:00Z"}
+    with server.client(keys.acme_operator) as c:
+        problem(c.post("/jobs", json={"name": unique(), **base}), 422, "at")
+        job = new_job(c, None, at=base["at"], cron=None, allow_past=True)
+        assert job["next_fire_at"].startswith("2020-01-01T00:00:00")
+
+
+def test_create_with_a_body_that_is_not_json_is_422(server: ServerProcess, keys: Keys) -> None:
+    with server.client(keys.acme_operator) as c:
         problem(
             c.post("/jobs", content=b"{not json", headers={"content-type": "application/json"}), 422
         )
-        too_big = {**base, "every": 5, "payload": "x" * 70_000}
-        problem(c.post("/jobs", json=too_big), 422, "payload")
 
 
 def test_list_filters_and_pages(server: ServerProcess, keys: Keys) -> None:
@@ -196,23 +223,33 @@ def test_get_patch_delete(server: ServerProcess, keys: Keys) -> None:
         problem(c.delete(url), 404)
 
 
-@pytest.mark.parametrize("job_id", ["not-a-uuid", str(uuid.uuid4()), "1", "%00"])
+@pytest.mark.parametrize(
+    "job_id",
+    [
+        pytest.param("not-a-uuid", id="not-a-uuid"),
+        pytest.param(str(uuid.uuid4()), id="unknown-uuid"),
+        pytest.param("1", id="number"),
+        pytest.param("%00", id="nul"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        pytest.param("GET", "", None, id="get"),
+        pytest.param("PATCH", "", {"priority": 1}, id="patch"),
+        pytest.param("DELETE", "", None, id="delete"),
+        pytest.param("POST", "/pause", None, id="pause"),
+        pytest.param("POST", "/resume", None, id="resume"),
+        pytest.param("POST", "/cancel", None, id="cancel"),
+        pytest.param("POST", "/trigger", None, id="trigger"),
+        pytest.param("GET", "/runs", None, id="runs"),
+    ],
+)
 def test_unknown_or_malformed_job_ids_are_404(
-    server: ServerProcess, keys: Keys, job_id: str
+    server: ServerProcess, keys: Keys, job_id: str, method: str, path: str, body: dict | None
 ) -> None:
     with server.client(keys.acme_operator) as c:
-        for method, path, body in [
-            ("GET", "", None),
-            ("PATCH", "", {"priority": 1}),
-            ("DELETE", "", None),
-            ("POST", "/pause", None),
-            ("POST", "/resume", None),
-            ("POST", "/cancel", None),
-            ("POST", "/trigger", None),
-            ("GET", "/runs", None),
-        ]:
-            response = c.request(method, f"/jobs/{job_id}{path}", json=body)
-            problem(response, 404)
+        problem(c.request(method, f"/jobs/{job_id}{path}", json=body), 404)
 
 
 def test_pause_resume_cancel_and_illegal_moves(server: ServerProcess, keys: Keys) -> None:

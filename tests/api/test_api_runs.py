@@ -24,6 +24,7 @@ def test_get_run_with_attempts_and_list_runs(server: ServerProcess, keys: Keys) 
         assert attempt["number"] == 1
         assert attempt["worker_id"].startswith("acme/worker-")
         assert attempt["error_message"] == "boom"
+        assert attempt["traceback"] is None  # a remote worker's failure: no traceback here
         assert attempt["duration_seconds"] >= 0
         scheduled = [ok(c.post(f"/jobs/{job['id']}/trigger"), 201) for _ in range(3)]
 

@@ -23,7 +23,7 @@ async def app(tmp_path: Path) -> AsyncIterator[AsyncApp]:
 def client(api: object, key: str | None = None) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)  # type: ignore[arg-type]
     headers = {} if key is None else {"Authorization": f"Bearer {key}"}
-    return httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers)
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=headers)
 
 
 async def test_put_and_get_limits(app: AsyncApp) -> None:

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from duetime.app import AsyncApp
 from tests.api.apikit import Keys, ServerProcess, claim, make_job, ok, problem, unique
+from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 
@@ -78,12 +78,23 @@ def test_failures_retry_then_die(server: ServerProcess, keys: Keys) -> None:
         (second,) = claim(c, "w1", task)
         assert second["attempt"] == 2
         assert second["token"] > first["token"]
-        dead = ok(complete(c, "w1", second, outcome="failed", error_class="E", error_message="x"))
+        # a remote worker's traceback is kept with the attempt: its last 16 KiB (issue 17)
+        tb = "Traceback (most recent call last):\n" + "  frame\n" * 5000 + "E: x\n"
+        dead = ok(
+            complete(
+                c, "w1", second, outcome="failed", error_class="E", error_message="x", traceback=tb
+            )
+        )
         assert dead["state"] == "dead"
         detail = ok(c.get(f"/runs/{run['id']}"))
         assert detail["reason"] == "attempts_exhausted"
         assert detail["last_error_class"] == "E"
         assert [a["outcome"] for a in detail["attempts"]] == ["failed", "failed"]
+        assert [a["traceback"] is None for a in detail["attempts"]] == [True, False]
+        kept = detail["attempts"][1]["traceback"]
+        assert len(kept) <= 16 * 1024
+        assert kept.endswith("  frame\nE: x\n")
+        assert "earlier characters cut" in kept.splitlines()[0]
 
         later = ok(c.post(f"/jobs/{job['id']}/trigger"), 201)
         (held,) = claim(c, "w1", task)
@@ -177,13 +188,114 @@ def test_the_documented_httpx_worker_runs_a_job(
         with server.client(keys.globex_operator) as c:
             job = make_job(c, task="billing.settle", payload={"ledger": "eu"})
             run = ok(c.post(f"/jobs/{job['id']}/trigger"), 201)
-            deadline = time.monotonic() + 20
-            while ok(c.get(f"/runs/{run['id']}"))["state"] != "succeeded":
-                assert time.monotonic() < deadline, "the documented worker did not run it"
-                time.sleep(0.1)
+            eventually_sync(
+                lambda: ok(c.get(f"/runs/{run['id']}"))["state"] == "succeeded",
+                what="the documented worker to run it",
+            )
             (attempt,) = ok(c.get(f"/runs/{run['id']}"))["attempts"]
             assert attempt["worker_id"] == "globex/billing-worker-1"
     finally:
         proc.kill()
         output = proc.communicate(timeout=10)[0].decode()
     assert "running billing.settle with {'ledger': 'eu'}" in output
+
+
+# --- tenant isolation of remote workers (issue 13) ----------------------------------------------
+
+
+def operator_key(api_db: str, tenant: str) -> str:
+    """A fresh ``operator`` key of ``tenant`` (made through the Python API)."""
+
+    async def go() -> str:
+        async with AsyncApp(api_db) as app:
+            return (await app.for_tenant(tenant).create_key("operator"))[1]
+
+    return asyncio.run(go())
+
+
+def cluster_of(c: httpx.Client, **params: str) -> dict:
+    return ok(c.get("/cluster", params=params))  # type: ignore[no-any-return]
+
+
+def wait_for_worker(c: httpx.Client, worker: str, **params: str) -> dict:
+    """The caller's ``/cluster`` once it lists ``worker`` (the API caches it up to 5 s)."""
+
+    def listed() -> dict | None:
+        found = cluster_of(c, **params)
+        return found if any(w["id"] == worker for w in found["workers"]) else None
+
+    return eventually_sync(listed, what=f"{worker} to show up in /cluster", every=0.2)
+
+
+def test_a_worker_id_with_a_slash_cannot_reach_another_tenants_runs(
+    server: ServerProcess, api_db: str
+) -> None:
+    """Tenant ``a`` with worker ``x/y`` and tenant ``a/x`` with worker ``y`` both spell
+    ``a/x/y``: neither may renew, complete or overwrite the other's lease or worker record."""
+    attacker = unique("a")
+    victim = f"{attacker}/x"
+    with (
+        server.client(operator_key(api_db, victim)) as v,
+        server.client(operator_key(api_db, attacker)) as a,
+    ):
+        task = unique("remote.victim")
+        job = make_job(v, task=task)
+        run = ok(v.post(f"/jobs/{job['id']}/trigger"), 201)
+        (held,) = claim(v, "y", task, lease_seconds=5)
+        lease = datetime.fromisoformat(held["lease_expires_at"])
+
+        # the attack: renew the victim's 5 s lease for an hour
+        beat = heartbeat(a, "x/y", held, lease_seconds=3600)
+        assert beat == {"kept": [], "lost": [run["id"]], "cancel_requested": []}
+        after = ok(v.get(f"/runs/{run['id']}"))
+        assert datetime.fromisoformat(after["lease_expires_at"]) == lease
+        problem(complete(a, "x/y", held, outcome="failed", retryable=False), 404)
+        assert claim(a, "x/y", task) == []
+        other = unique("remote.attacker")
+        assert claim(a, "x/y", other) == []  # records the attacker's worker and its tasks
+
+        # the victim's worker still holds its run, and its record its own task names
+        assert heartbeat(v, "y", held)["kept"] == [run["id"]]
+        wait_for_worker(a, f"{attacker}/x/y")
+        mine = [w for w in cluster_of(v)["workers"] if w["id"] == f"{victim}/y"]
+        assert [w["tasks"] for w in mine] == [[task]]
+        ok(complete(v, "y", held, outcome="succeeded"))
+        detail = ok(v.get(f"/runs/{run['id']}"))
+        assert detail["state"] == "succeeded"
+        assert [a["worker_id"] for a in detail["attempts"]] == [f"{victim}/y"]
+
+
+def test_cluster_and_overview_show_only_the_callers_remote_workers(
+    server: ServerProcess, keys: Keys
+) -> None:
+    worker, secret = unique("globex-worker"), unique("globex.secret")
+    with server.client(keys.globex_operator) as g:
+        assert claim(g, worker, secret) == []
+        seen = wait_for_worker(g, f"globex/{worker}")
+        (mine,) = [w for w in seen["workers"] if w["id"] == f"globex/{worker}"]
+        assert mine["tasks"] == [secret]
+        assert mine["tenant"] == "globex"
+    with server.client(keys.acme_viewer) as c:
+        cluster = c.get("/cluster")
+        overview = c.get("/stats/overview")
+        for response in (cluster, overview):
+            ok(response)
+            assert secret not in response.text
+            assert worker not in response.text
+        workers = cluster.json()["workers"] + overview.json()["cluster"]["workers"]
+        assert all(w["tenant"] in (None, "acme") for w in workers)
+    with server.client(keys.acme_admin) as c:  # an admin acting on globex sees globex's
+        assert any(w["id"] == f"globex/{worker}" for w in cluster_of(c, tenant="globex")["workers"])
+        assert worker not in c.get("/cluster").text
+
+
+def test_a_task_name_claimed_by_one_tenant_is_unknown_to_the_others(
+    server: ServerProcess, keys: Keys
+) -> None:
+    task = unique("globex.only")
+    with server.client(keys.globex_operator) as g:
+        assert claim(g, unique("w"), task) == []
+        ok(g.post("/jobs", json={"name": unique(), "task": task, "every": 60}), 201)
+    with server.client(keys.acme_operator) as c:
+        refused = problem(c.post("/jobs", json={"name": unique(), "task": task, "every": 60}), 422)
+        assert refused["field"] == "task"

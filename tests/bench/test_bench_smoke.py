@@ -95,3 +95,12 @@ def test_hotpath(pg_database: str) -> None:
     assert "claim" in out
     assert "completion plan" in out
     assert "run_start one at a time" in out
+
+
+def test_old_against_new_interleaves_three_rounds() -> None:
+    out = bench(
+        "ab", "--old", str(ROOT), "burndown", "--store", "sqlite", "--runs", "100",
+        "--workers", "1",
+    )  # fmt: skip
+    assert out.count("  round ") == 3
+    assert "new/old per pair: median" in out

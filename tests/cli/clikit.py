@@ -13,10 +13,27 @@ from typer.testing import Result
 from duetime._types import AttemptOutcome, RunState
 from duetime.app import AsyncApp
 from duetime.store.base import RunCompletion, RunsClaimParams, RunsCompleteParams
+from duetime.worker.retry import traceback_text
 
 DOOMED_TASK = "tests.doomed"
 
 Invoke = Callable[..., Result]
+
+
+def _traceback_of(error: str) -> str:
+    """What a worker stores for a task ``doomed_task`` that raised ``DemoFailure(error)``."""
+
+    class DemoFailure(Exception):
+        pass
+
+    def doomed_task() -> None:
+        raise DemoFailure(error)
+
+    try:
+        doomed_task()
+    except DemoFailure as exc:
+        return traceback_text(exc)
+    raise AssertionError("unreachable")
 
 
 def ok(result: Result) -> Result:
@@ -81,6 +98,7 @@ class DeadRuns:
                     reason="attempts_exhausted",
                     error_class="DemoFailure",
                     error_message=error,
+                    traceback=_traceback_of(error),
                 )
                 for c in claimed
             ]

@@ -14,8 +14,9 @@ from clikit import Invoke, assert_usage_error
 from duetime._types import Job
 
 INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
-JOB_KEYS = {f.name for f in dataclasses.fields(Job)}
-"""Every field of the Job value type: the JSON output mirrors it."""
+JOB_KEYS = {f.name for f in dataclasses.fields(Job)} - {"created"}
+"""Every field of the Job value type but ``created`` (what one call did, not the job's state):
+the JSON output mirrors it."""
 SCHEDULE_KEYS = {"kind", "cron", "tz", "at", "every_seconds", "anchor"}
 
 
@@ -114,6 +115,12 @@ def test_add_every_and_now(invoke: Invoke) -> None:
     assert instant(now["next_fire_at"]) >= before.replace(microsecond=0)
 
 
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90.0), ("1h30m", 5400.0), ("PT15M", 900.0)])
+def test_add_every_takes_a_duration(invoke: Invoke, text: str, seconds: float) -> None:
+    job = add(invoke, "tick", "--task", "duetime.noop", "--every", text)
+    assert job["schedule"]["every_seconds"] == seconds
+
+
 def test_add_with_every_option(invoke: Invoke) -> None:
     job = add(
         invoke,
@@ -171,6 +178,7 @@ def test_add_unregistered_task_needs_the_flag(invoke: Invoke) -> None:
         (["--at", "2030-01-01T00:00:00"], ["--at", "offset"]),
         (["--at", "next tuesday"], ["--at", "ISO 8601"]),
         (["--every", "0.5"], ["every", "at least 1 second"]),
+        (["--every", "often"], ["--every", "duration"]),
         (["--now", "--misfire", "sometimes"], ["misfire", "sometimes"]),
         (["--now", "--max-attempts", "0"], ["max_attempts"]),
         (["--now", "--timeout", "-1"], ["timeout"]),
@@ -297,7 +305,7 @@ def test_pause_resume_cancel_delete(invoke: Invoke) -> None:
     cancelled = invoke("jobs", "cancel", "j")
     assert cancelled.stdout == "job 'j' is cancelled\n"
     assert_usage_error(invoke("jobs", "resume", "j"), "cancelled")
-    deleted = invoke("jobs", "delete", "j")
+    deleted = invoke("jobs", "delete", "j", "--yes")
     assert deleted.exit_code == 0, deleted.output
     assert "deleted" in deleted.stdout
     assert json.loads(invoke("jobs", "list", "--json").stdout)["items"] == []
@@ -310,7 +318,7 @@ def test_pause_resume_cancel_delete(invoke: Invoke) -> None:
         ["pause", "ghost"],
         ["resume", "ghost"],
         ["cancel", "ghost"],
-        ["delete", "ghost"],
+        ["delete", "ghost", "--yes"],
         ["trigger", "ghost"],
         ["show", str(uuid.uuid4())],
     ],

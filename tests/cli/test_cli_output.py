@@ -1,4 +1,5 @@
-"""``to_jsonable`` and the option parsers of ``duetime.cli._output``."""
+"""``to_jsonable`` and the option parsers of ``duetime.cli._output`` (durations:
+tests/unit/test_durations.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from duetime._types import (
     Schedule,
     ScheduleKind,
 )
-from duetime.cli._output import format_instant, parse_duration, to_jsonable
+from duetime.cli._output import format_instant, to_jsonable
 
 T0 = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 
@@ -127,28 +128,6 @@ def test_attempt_gets_its_duration_and_page_its_cursor() -> None:
 
 def data_fields(attempt: Attempt) -> dict:
     return {name: getattr(attempt, name) for name in Attempt.__dataclass_fields__}
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("PT3H", 10800),
-        ("pt1.5s", 1.5),
-        ("P1DT2H30M", 95400),
-        ("P2W", 1209600),
-        ("90s", 90),
-        ("1h30m", 5400),
-        ("2d", 172800),
-        ("0.5m", 30),
-    ],
-)
-def test_durations(text: str, seconds: float) -> None:
-    assert parse_duration(text) == timedelta(seconds=seconds)
-
-
-@pytest.mark.parametrize("text", ["P", "PT", "P1DT", "P1M", "90", "h", "2026-01-01T00:00:00Z"])
-def test_not_durations(text: str) -> None:
-    assert parse_duration(text) is None
 
 
 def test_offsets_other_than_utc_are_converted() -> None:

@@ -27,6 +27,7 @@ ATTEMPT_KEYS = {
     "outcome",
     "error_class",
     "error_message",
+    "traceback",
     "duration_seconds",
 }
 
@@ -115,6 +116,9 @@ def test_runs_show_json_with_attempts(invoke: Invoke, dead_runs: DeadRuns) -> No
     assert attempt["outcome"] == "failed"
     assert attempt["error_class"] == "DemoFailure"
     assert attempt["error_message"] == "disk full"
+    assert attempt["traceback"].startswith("Traceback (most recent call last):")
+    assert "in doomed_task" in attempt["traceback"]
+    assert attempt["traceback"].rstrip().endswith("DemoFailure: disk full")
     assert attempt["number"] == 1
     assert isinstance(attempt["duration_seconds"], float)
     assert attempt["duration_seconds"] >= 0
@@ -129,6 +133,11 @@ def test_runs_show_text(invoke: Invoke, dead_runs: DeadRuns) -> None:
     assert re.search(
         r"^1\s+worker-test\s+\S+Z\s+\S+Z\s+\S+s\s+failed\s+DemoFailure: disk full$", out, re.M
     )
+    # the attempt's traceback, as Python printed it (issue 17)
+    shown = out.split("attempt 1 traceback:\n", 1)[1]
+    assert shown.startswith("Traceback (most recent call last):\n")
+    assert "in doomed_task" in shown
+    assert shown.rstrip().endswith("DemoFailure: disk full")
 
 
 def test_runs_cancel(invoke: Invoke) -> None:

@@ -6,6 +6,7 @@ Screenshots of each page go to ``artifacts/screenshots/`` (not committed)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.api.apikit import Keys, ServerProcess, make_dead_run, make_keys, ok, start
+from duetime.app import AsyncApp
+from tests.api.apikit import (
+    EXPLODING,
+    Keys,
+    ServerProcess,
+    fail_in_process,
+    make_dead_run,
+    make_keys,
+    ok,
+    start,
+)
 from tests.conftest import in_ci
 
 CHROMIUM = "/usr/bin/chromium"
@@ -65,9 +76,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProce
             }
             job = ok(api.post("/jobs", json=doomed), 201)
             make_dead_run(api, job)
+        asyncio.run(_fail_one(db))
         yield server, keys
     finally:
         server.stop()
+
+
+async def _fail_one(db: str) -> None:
+    """A run whose task raised (retried later: no second dead letter), for the run page."""
+    async with AsyncApp(db, tenant="acme") as app:
+        await fail_in_process(app, "exploding-export", retried=True)
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +250,65 @@ def test_a_viewer_sees_no_buttons_that_change_things(
         assert other.errors == []
     finally:
         other.close()
+
+
+def test_a_webhook_job_shows_header_names_never_their_values(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    server, keys = site
+    secret = "Bearer dashboard-s3cret"
+    target = {
+        "type": "http",
+        "url": "https://hooks.example.com/settle",
+        "headers": {"Authorization": secret, "X-Team": "billing-ops"},
+    }
+    with server.client(keys.acme_admin) as api:
+        body = {"name": "webhook-settle", "target": target, "cron": "0 5 * * *"}
+        job = ok(api.post("/jobs", json=body), 201)
+    tab = Tab(browser, server.url)
+    page = tab.page
+    try:
+        tab.login(keys.acme_viewer, "acme · viewer")
+        page.wait_for_selector("h1:has-text('Overview')")
+        tab.open(f"#/jobs/{job['id']}")
+        page.wait_for_selector("h1:has-text('Job webhook-settle')")
+        page.wait_for_selector("dd:has-text('Authorization: <redacted>, X-Team: <redacted>')")
+        assert "https://hooks.example.com/settle" in page.inner_text("main")
+        html = page.content()
+        assert secret not in html
+        assert "billing-ops" not in html
+        tab.shot("09-webhook-job")
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_the_run_page_shows_a_failed_attempts_traceback(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    """Issue 17: each failed attempt's traceback in a <pre>, as text (markup escaped)."""
+    server, keys = site
+    with server.client(keys.acme_operator) as api:
+        (job,) = [
+            j
+            for j in ok(api.get("/jobs", params={"name_prefix": "exploding"}))["items"]
+            if j["name"] == "exploding-export"
+        ]
+        (run,) = ok(api.get(f"/jobs/{job['id']}/runs"))["items"]
+    tab = Tab(browser, server.url)
+    page = tab.page
+    try:
+        tab.login(keys.acme_operator, "acme · operator")
+        tab.open(f"#/runs/{run['id']}")
+        pre = page.locator("pre.traceback")
+        sync_api.expect(pre).to_have_count(1)
+        text = pre.inner_text()
+        assert text.startswith("Traceback (most recent call last):")
+        assert "in explode_task" in text
+        assert text.rstrip().endswith(f"RuntimeError: {EXPLODING}")
+        assert page.locator("pre.traceback b").count() == 0  # shown as text, never as markup
+        assert page.locator("h3:has-text('Attempt 1 traceback')").count() == 1
+        tab.shot("09-run-traceback")
+        assert tab.errors == []
+    finally:
+        tab.close()

@@ -3,19 +3,14 @@ sharing one database, each logging to its own file under the test's tmp_path."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
-
-T = TypeVar("T")
 
 FAST_SETTINGS = {
     "DUETIME_LEASE_TTL": "2",
@@ -79,17 +74,3 @@ class Cluster:
             f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
             for p in sorted(self.workdir.glob("*.log"))
         )
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, timeout: float, what: str, every: float = 0.1
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(every)

@@ -24,7 +24,7 @@ async def test_a_repeated_import_creates_only_the_new_names(pg_url: str) -> None
         assert await app.schedule_many(specs(250), batch_size=100) == 250
         # the first batch of the second import finds names taken: later batches are staged
         assert await app.schedule_many(specs(300, start=100), batch_size=100) == 150
-        listed = await app.list(limit=1000)
+        listed = await app.jobs.find(limit=1000)
         assert len(listed.items) == 400
         job = await app.get("job-399")
         assert (job.payload, job.schedule.cron) == (399, "39 * * * *")

@@ -14,7 +14,8 @@ import pytest
 
 from duetime import AsyncApp, Retry
 from duetime._types import AttemptOutcome, RunState
-from tests.integration.cluster import Cluster, eventually
+from tests.integration.cluster import Cluster
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -90,10 +91,7 @@ async def test_every_second_cron_runs_exactly_once_per_second(
         page = await app.runs(job.id, state=RunState.SUCCEEDED, limit=1000)
         return page.items if len(page.items) >= 12 else None
 
-    try:
-        await eventually(enough, timeout=40, what="12 succeeded runs")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    await eventually(enough, timeout=40, what="12 succeeded runs", details=cluster.logs)
     await app.pause(job.id)
     cluster.stop_all()
 
@@ -130,6 +128,12 @@ async def test_sigkilled_worker_run_is_reexecuted_after_lease_expiry(
     first_worker = cluster.start("worker")
     run = await app.trigger("slow")
     running = await eventually(lambda: _running(app, run.id), timeout=20, what="run started")
+
+    async def first_attempt_in_body() -> bool | None:
+        # RUNNING is written before the task body starts: kill only once the body has run
+        return (cluster.workdir / "executions.log").read_text().endswith("\n") or None
+
+    await eventually(first_attempt_in_body, timeout=20, what="first attempt's body started")
     cluster.kill(first_worker)
     cluster.start("worker")
 
@@ -137,10 +141,7 @@ async def test_sigkilled_worker_run_is_reexecuted_after_lease_expiry(
         current = await app.run(run.id)
         return current if current.state is RunState.SUCCEEDED else None
 
-    try:
-        done = await eventually(succeeded, timeout=30, what="run re-executed")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    done = await eventually(succeeded, timeout=30, what="run re-executed", details=cluster.logs)
     attempts = await app.attempts(run.id)
     assert [a.outcome for a in attempts] == [AttemptOutcome.LOST, AttemptOutcome.SUCCEEDED]
     assert attempts[0].worker_id == running.lease_owner  # type: ignore[attr-defined]
@@ -170,20 +171,16 @@ async def test_stale_worker_late_completion_changes_nothing(
         current = await app.run(run.id)
         return current if current.state is RunState.SUCCEEDED else None
 
-    try:
-        done = await eventually(succeeded, timeout=30, what="run taken over")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    done = await eventually(succeeded, timeout=30, what="run taken over", details=cluster.logs)
     stale_worker.send_signal(signal.SIGCONT)
 
     async def stale_recorded() -> list | None:  # type: ignore[type-arg]
         attempts = await app.attempts(run.id)
         return attempts if attempts and attempts[0].outcome is AttemptOutcome.STALE else None
 
-    try:
-        attempts = await eventually(stale_recorded, timeout=20, what="stale attempt recorded")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    attempts = await eventually(
+        stale_recorded, timeout=20, what="stale attempt recorded", details=cluster.logs
+    )
     after = await app.run(run.id)
     assert after.state is RunState.SUCCEEDED
     assert after.finished_at == done.finished_at  # type: ignore[attr-defined]
@@ -203,10 +200,7 @@ async def test_retries_follow_backoff_then_succeed(app: AsyncApp, cluster: Clust
         runs = (await app.runs(job.id)).items
         return runs[0] if runs and runs[0].state is RunState.SUCCEEDED else None
 
-    try:
-        run = await eventually(succeeded, timeout=30, what="flaky run to succeed")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    run = await eventually(succeeded, timeout=30, what="flaky run to succeed", details=cluster.logs)
     attempts = await app.attempts(run.id)  # type: ignore[attr-defined]
     assert [a.outcome for a in attempts] == [
         AttemptOutcome.FAILED,
@@ -241,10 +235,7 @@ async def test_dead_letter_queue_fills_and_replays(app: AsyncApp, cluster: Clust
         items = (await app.dead_letters()).items
         return items if items and items[0].attempt >= 2 else None
 
-    try:
-        (dead,) = await eventually(dead_letters, timeout=30, what="a dead letter")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    (dead,) = await eventually(dead_letters, timeout=30, what="a dead letter", details=cluster.logs)
     assert dead.job_id == job.id
     assert dead.reason == "attempts_exhausted"
     assert dead.last_error_class == "duetime.targets.python.DemoFailure"
@@ -255,10 +246,9 @@ async def test_dead_letter_queue_fills_and_replays(app: AsyncApp, cluster: Clust
         run = await app.run(dead.id)
         return run if run.state is RunState.DEAD and run.attempt == 4 else None
 
-    try:
-        again = await eventually(dead_again, timeout=30, what="replayed run to die again")
-    except AssertionError:
-        raise AssertionError(cluster.logs()) from None
+    again = await eventually(
+        dead_again, timeout=30, what="replayed run to die again", details=cluster.logs
+    )
     assert again.replays == 1  # type: ignore[attr-defined]
     assert again.max_attempts == 4  # type: ignore[attr-defined]
     outcomes = [a.outcome for a in await app.attempts(dead.id)]

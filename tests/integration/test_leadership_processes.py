@@ -14,7 +14,8 @@ import pytest
 
 from duetime import AsyncApp
 from duetime._types import Leadership
-from tests.integration.cluster import Cluster, eventually
+from tests.integration.cluster import Cluster
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 

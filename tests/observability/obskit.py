@@ -1,18 +1,15 @@
 """Helpers for the observability tests: an app with fast settings on a real store, loops run in
-the background, and waiting on conditions (never on fixed sleeps alone)."""
+the background (waiting on conditions: ``tests.waiting``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from duetime import AsyncApp
 from duetime._config import Settings
-
-T = TypeVar("T")
 
 FAST = {
     "lease_ttl": 5.0,
@@ -52,20 +49,3 @@ async def worker(app: AsyncApp, tasks: Sequence[str], **settings: Any) -> AsyncI
     w = Worker(app.store, app.registry, app.settings.with_(**settings), tasks=list(tasks))
     async with running(w.run):
         yield w
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]],
-    *,
-    what: str,
-    timeout: float = 20.0,
-    every: float = 0.05,
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(every)

@@ -11,9 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from duetime._observe import AlertCondition, AlertKind
+from duetime._config import Settings
+from duetime._monitoring import AlertCondition, AlertKind
 from duetime.api import create_api
 from duetime.app import AsyncApp
+from duetime.errors import ValidationError
 from duetime.store.base import IncidentsApplyParams
 from tests.observability.obskit import open_app
 
@@ -30,7 +32,7 @@ async def app(tmp_path: Path) -> AsyncIterator[AsyncApp]:
 def client(api: object, key: str | None = None) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
     headers = {} if key is None else {"Authorization": f"Bearer {key}"}
-    return httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers)
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=headers)
 
 
 async def test_endpoints_answer_for_the_callers_tenant(app: AsyncApp) -> None:
@@ -108,3 +110,32 @@ async def test_openapi_documents_the_new_endpoints(app: AsyncApp) -> None:
         "/api/v1/jobs/{job_id}/explain",
     ):
         assert path in paths, path
+
+
+async def test_metrics_can_require_an_admin_key(tmp_path: Path) -> None:
+    """With ``metrics_auth=admin`` ``/metrics`` (whose labels name every tenant) needs an admin
+    key — even where the rest of the API needs none."""
+    app = await open_app(str(tmp_path / "metrics.db"), metrics_auth="admin")
+    try:
+        acme = app.for_tenant("acme")
+        _, admin = await acme.create_key("admin")
+        _, operator = await acme.create_key("operator")
+        for auth_required in (True, False):
+            api = create_api(app, auth_required=auth_required)
+            async with client(api) as anonymous:
+                refused = await anonymous.get("/metrics")
+                assert refused.status_code == 401
+                assert refused.headers["content-type"].startswith("application/problem+json")
+                assert "duetime_" not in refused.text
+            async with client(api, operator) as c:
+                assert (await c.get("/metrics")).status_code == 403
+            async with client(api, admin) as c:
+                scraped = await c.get("/metrics")
+                assert scraped.status_code == 200
+                assert "duetime_workers_live" in scraped.text
+    finally:
+        await app.close()
+    wrong = AsyncApp(settings=Settings(database_url=str(tmp_path / "m.db"), metrics_auth="open"))
+    with pytest.raises(ValidationError) as refused_setting:
+        create_api(wrong, auth_required=True)
+    assert refused_setting.value.field == "metrics_auth"

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from duetime._observe import ClusterStats, TenantCounts
+from duetime._monitoring import ClusterStats, TenantCounts
 from duetime.metrics import Metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -10,6 +10,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from duetime import Retry
@@ -29,9 +30,10 @@ from duetime._types import (
 )
 from duetime.api import create_api
 from duetime.cli import cli
-from duetime.errors import Permanent
+from duetime.errors import Permanent, ValidationError
 from duetime.explain import explain
-from tests.observability.obskit import eventually, open_app, worker
+from tests.observability.obskit import open_app, worker
+from tests.waiting import eventually
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 
@@ -232,7 +234,7 @@ async def test_explain_a_real_job_through_the_app_the_api_and_the_cli(
 
         api = create_api(app, auth_required=False)
         transport = httpx.ASGITransport(app=api)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
             response = await c.get(f"/api/v1/jobs/{job.id}/explain", params={"count": 3})
             assert response.status_code == 200, response.text
             body = response.json()
@@ -273,3 +275,24 @@ async def test_explain_a_real_job_through_the_app_the_api_and_the_cli(
 async def _ended(app, run_id):  # type: ignore[no-untyped-def]
     run = await app.run(run_id)
     return run.state.terminal
+
+
+async def test_a_task_served_by_another_tenants_remote_worker_is_not_served_here(
+    store_url: str,
+) -> None:
+    """A remote worker claims its own tenant's runs only: for every other tenant its task names
+    are neither served (explain) nor known (registration)."""
+    app = await open_app(store_url, tenant="acme")
+    try:
+        globex = app.for_tenant("globex")
+        await globex.remote_workers().claim("w", ["remote.t"], limit=1, lease_ttl=30)
+        theirs = await globex.schedule("theirs", task="remote.t", every=60)  # known to globex
+        with pytest.raises(ValidationError) as refused:
+            await app.schedule("refused", task="remote.t", every=60)
+        assert refused.value.field == "task"
+        mine = await app.schedule("mine", task="remote.t", every=60, allow_unregistered=True)
+        note = "no live worker serves task 'remote.t'"
+        assert any(n.startswith(note) for n in (await app.explain(mine.id)).notes)
+        assert not any(n.startswith(note) for n in (await globex.explain(theirs.id)).notes)
+    finally:
+        await app.close()

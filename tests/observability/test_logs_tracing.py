@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from duetime import _logs, _tracing
-from tests.observability.obskit import eventually, open_app, worker
+from tests.observability.obskit import open_app, worker
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -83,7 +84,9 @@ async def test_lines_logged_while_a_run_executes_are_about_it(
         await app.close()
 
 
-def test_text_format_names_the_run() -> None:
+@pytest.fixture
+def text_log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """A logger writing duetime's text format, with the run's fields, to a string."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(_logs.TextFormatter())
@@ -92,11 +95,16 @@ def test_text_format_names_the_run() -> None:
     log.addHandler(handler)
     log.propagate = False
     try:
-        run = SimpleNamespace(id="r-2", job_name="j", tenant="t", attempt=1, token=1)
-        with _logs.bind_run(run):
-            log.warning("hello")
+        yield log, stream
     finally:
         log.removeHandler(handler)
+
+
+def test_text_format_names_the_run(text_log: tuple[logging.Logger, io.StringIO]) -> None:
+    log, stream = text_log
+    run = SimpleNamespace(id="r-2", job_name="j", tenant="t", attempt=1, token=1)
+    with _logs.bind_run(run):
+        log.warning("hello")
     assert stream.getvalue().rstrip().endswith("hello [run=r-2 job=j attempt=1]")
 
 
@@ -145,3 +153,20 @@ async def test_spans_around_claim_execute_and_complete(
         assert execute.attributes["duetime.token"] == run.token
     finally:
         await app.close()
+
+
+def test_text_format_names_the_run_before_a_traceback(
+    text_log: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """The run's fields end the message's first line; the traceback follows unchanged."""
+    log, stream = text_log
+    run = SimpleNamespace(id="r-3", job_name="j", tenant="t", attempt=2, token=1)
+    with _logs.bind_run(run):
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            log.warning("failed", exc_info=True)
+    first, *rest = stream.getvalue().rstrip().splitlines()
+    assert first.endswith("failed [run=r-3 job=j attempt=2]")
+    assert rest[0] == "Traceback (most recent call last):"
+    assert rest[-1] == "RuntimeError: boom"

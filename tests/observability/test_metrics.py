@@ -10,12 +10,13 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from duetime import Retry
-from duetime._observe import ClusterStats, TenantCounts
+from duetime._monitoring import ClusterStats, TenantCounts
 from duetime._types import Leadership
 from duetime.errors import Permanent
 from duetime.metrics import OTHER, Metrics, MetricsServer, metrics
-from duetime.store.base import RunsClaimParams
-from tests.observability.obskit import eventually, open_app, worker
+from duetime.store.base import ReapResult, RunsClaimParams
+from tests.observability.obskit import open_app, worker
+from tests.waiting import eventually
 
 TENANT = "metrics-test"
 
@@ -99,9 +100,15 @@ async def test_counters_and_histograms_after_a_known_sequence_of_runs(store_url:
             RunsClaimParams(worker_id="gone", tasks=["m.lost"], limit=1, lease_ttl=0.1, lookahead=0)
         )
         assert len(claimed) == 1
-        await asyncio.sleep(0.3)
-        reaped = await app.reaper().run_once()
-        assert reaped.rescheduled == 1
+
+        async def reaped_one() -> ReapResult | None:
+            # the lease ends 0.1 s after the claim, on the store's clock (the database's on
+            # PostgreSQL, which no test clock moves): reap until it has ended
+            result = await app.reaper().run_once()
+            return result if result.rescheduled or result.dead else None
+
+        reaped = await eventually(reaped_one, what="the expired lease to be reaped")
+        assert (reaped.rescheduled, reaped.dead) == (1, 0)
 
         after = snapshot()
         delta = {k: after[k] - before[k] for k in after}

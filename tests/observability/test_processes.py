@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from duetime.app import AsyncApp
+from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 METRICS_URL = re.compile(r"metrics: (http://127\.0\.0\.1:\d+/metrics)")
@@ -53,13 +54,12 @@ def test_worker_serves_metrics_and_logs_json(tmp_path: Path) -> None:
     try:
         assert found.wait(30), "".join(stdout)
         (url,) = [m.group(1) for line in stdout if (m := METRICS_URL.search(line))]
-        deadline = time.monotonic() + 15
-        while True:
+
+        def live() -> str | None:
             text = httpx.get(url, timeout=10).text
-            if "duetime_workers_live 1.0" in text or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert "duetime_workers_live 1.0" in text
+            return text if "duetime_workers_live 1.0" in text else None
+
+        text = eventually_sync(live, what="the worker to count itself live", every=0.2)
         assert "duetime_leader_present" in text
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -81,7 +81,7 @@ async def test_job_pages_stay_fast_on_100k_jobs(tmp_path: Path) -> None:
         assert await app.schedule_many(specs) == 100_000
         api = create_api(app, app.settings.with_(api_rate_limit=0), auth_required=False)
         transport = httpx.ASGITransport(app=api)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
             timings = []
             for params in (
                 {"limit": 50},
@@ -94,6 +94,6 @@ async def test_job_pages_stay_fast_on_100k_jobs(tmp_path: Path) -> None:
                 timings.append(time.perf_counter() - start)
                 assert response.status_code == 200
             assert [j["name"] for j in response.json()["items"]] == []
-        page = await app.list(name_prefix="job-0999", limit=50)
+        page = await app.jobs.find(name_prefix="job-0999", limit=50)
         assert page.items[0].name == "job-099900"
     assert max(timings) < 1.0, timings

@@ -23,21 +23,21 @@ from duetime._types import (
     Schedule,
     ScheduleKind,
 )
+from duetime.registration import upsert_job
+from duetime.scheduler.materializer import MaterializeResult, Planner
+from duetime.scheduler.materializer import materialize as materialize_batch
 from duetime.store import Store
 from duetime.store.base import (
     ClaimedRun,
     JobPlan,
     JobRef,
     JobUpsertParams,
-    MaterializeResult,
     PlannedRun,
     PlannedSkip,
-    Planner,
     RunCompletion,
     RunListParams,
     RunsClaimParams,
     RunsCompleteParams,
-    RunsMaterializeParams,
 )
 
 TENANT = "acme"
@@ -79,7 +79,7 @@ def job_params(
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW,
 ) -> JobUpsertParams:
     """Upsert params; the schedule defaults to ``every 1 s`` anchored at ``next_fire_at`` and
-    ``equivalent`` is plain equality with it."""
+    re-declaring it keeps a stored schedule only when equal."""
     if schedule is None:
         anchor = next_fire_at or datetime(2024, 1, 1, tzinfo=UTC)
         schedule = every_schedule(anchor)
@@ -91,7 +91,6 @@ def job_params(
         payload=_json.dumps({"job": name} if payload is _DEFAULT else payload),
         schedule=sched,
         next_fire_at=next_fire_at,
-        equivalent=lambda stored: stored == sched,
         priority=priority,
         retry=retry or RetryPolicy(),
         timeout=timeout,
@@ -109,7 +108,7 @@ def job_params(
 
 
 async def make_job(store: Store, name: str = "job", **kwargs: Any) -> Job:
-    job, created = await store.job_upsert(job_params(name, **kwargs))
+    job, created = await upsert(store, job_params(name, **kwargs))
     assert created
     return job
 
@@ -167,11 +166,14 @@ async def materialize(
     limit: int = 500,
     partitions: tuple[int, int] | None = None,
 ) -> MaterializeResult:
-    return await store.runs_materialize(
-        RunsMaterializeParams(
-            planner=planner, horizon=horizon, limit=limit, now=now, partitions=partitions
-        )
+    return await materialize_batch(
+        store, planner, horizon=horizon, limit=limit, now=now, partitions=partitions
     )
+
+
+async def upsert(store: Store, params: JobUpsertParams) -> tuple[Job, bool]:
+    """Create or update a job as registration does (one store transaction)."""
+    return await upsert_job(store, params)
 
 
 # --- runs ----------------------------------------------------------------------------------

@@ -5,17 +5,17 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from tests.store.storekit import TENANT, job_params, one_run_planner, s
+from tests.store.storekit import TENANT, job_params, one_run_planner, s, upsert
 
 from duetime import _json
 from duetime._types import JobStatus, Schedule, ScheduleKind
+from duetime.scheduler.materializer import materialize as materialize_batch
 from duetime.store import Store
 from duetime.store.base import (
     BulkJob,
     JobListParams,
     JobRef,
     JobsInsertManyParams,
-    RunsMaterializeParams,
 )
 
 
@@ -40,7 +40,7 @@ async def test_inserts_every_new_job_as_it_was_given(store: Store, t0: datetime)
 
 
 async def test_existing_and_repeated_names_are_left_alone(store: Store, t0: datetime) -> None:
-    first, _ = await store.job_upsert(job_params("taken", next_fire_at=t0, priority=7))
+    first, _ = await upsert(store, job_params("taken", next_fire_at=t0, priority=7))
     batch = [
         job_params("taken", next_fire_at=t0 + s(5), priority=1),
         job_params("fresh", next_fire_at=t0 + s(5)),
@@ -60,9 +60,7 @@ async def test_an_empty_batch_writes_nothing(store: Store) -> None:
 async def test_bulk_jobs_are_materialized_like_any_other(store: Store, t0: datetime) -> None:
     params = [job_params(f"due-{i}", next_fire_at=t0) for i in range(3)]
     await store.jobs_insert_many(JobsInsertManyParams([BulkJob.of(p) for p in params]))
-    result = await store.runs_materialize(
-        RunsMaterializeParams(planner=one_run_planner, horizon=1.0, now=t0)
-    )
+    result = await materialize_batch(store, one_run_planner, horizon=1.0, now=t0)
     assert (result.jobs, result.runs_created) == (3, 3)
 
 
@@ -107,7 +105,7 @@ async def test_jobs_sharing_a_shape_keep_their_own_fields(store: Store, t0: date
 async def test_a_wrong_expect_new_hint_still_leaves_existing_names_alone(
     store: Store, t0: datetime
 ) -> None:
-    first, _ = await store.job_upsert(job_params("taken", next_fire_at=t0, priority=7))
+    first, _ = await upsert(store, job_params("taken", next_fire_at=t0, priority=7))
     batch = [
         job_params("taken", next_fire_at=t0 + s(5), priority=1),
         job_params("fresh", next_fire_at=t0 + s(5)),

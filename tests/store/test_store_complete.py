@@ -98,6 +98,36 @@ async def test_retry_reschedules_with_available_at(store: Store, t0: datetime) -
     ]
 
 
+async def test_a_failed_attempt_keeps_its_traceback(store: Store, t0: datetime) -> None:
+    """Issue 17: the traceback a failed attempt carries is stored on the attempt (a stale one
+    too); a success has none."""
+    tb = 'Traceback (most recent call last):\n  File "t.py", line 1, in boom\nRuntimeError: boom\n'
+    big = "x" * 16_000 + "\n" + tb  # no engine cap below the worker's bound
+    claimed = await running_run(store, t0, "j")
+    failed = completion(
+        claimed,
+        outcome=AttemptOutcome.FAILED,
+        next_state=RunState.SCHEDULED,
+        available_at=t0 + s(5),
+        error_class="RuntimeError",
+        error_message="boom",
+        traceback=big,
+    )
+    stale = replace(failed, token=claimed.run.token - 1, traceback=tb)
+    assert await complete(store, t0 + s(1), failed, stale) == [True, False]
+    attempts = await store.attempts_list(TENANT, claimed.run.id)
+    assert {a.outcome: a.traceback for a in attempts} == {
+        AttemptOutcome.STALE: tb,
+        AttemptOutcome.FAILED: big,
+    }
+
+    again = await claim_one(store, t0 + s(5))
+    assert await complete(store, t0 + s(6), completion(again)) == [True]
+    attempts = await store.attempts_list(TENANT, claimed.run.id)
+    assert attempts[-1].outcome is AttemptOutcome.SUCCEEDED
+    assert attempts[-1].traceback is None
+
+
 async def test_permanent_failure_goes_dead(store: Store, t0: datetime) -> None:
     claimed = await running_run(store, t0, "j")
     applied = await complete(

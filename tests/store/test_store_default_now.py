@@ -21,6 +21,7 @@ from storekit import (
 )
 
 from duetime._types import AttemptOutcome, JobStatus, RunState, WorkerInfo
+from duetime.scheduler.materializer import materialize as materialize_batch
 from duetime.store import Store
 from duetime.store.base import (
     JobSetStatusParams,
@@ -30,7 +31,6 @@ from duetime.store.base import (
     RunsClaimParams,
     RunsCompleteParams,
     RunsHeartbeatParams,
-    RunsMaterializeParams,
     RunStartParams,
     RunTriggerParams,
 )
@@ -72,9 +72,7 @@ async def test_the_worker_path_on_the_default_clock(make_store) -> None:
     start = real_now()
     job = await make_job(store, "j", next_fire_at=start - s(2))
 
-    result = await store.runs_materialize(
-        RunsMaterializeParams(planner=fill_planner(3600), horizon=0)
-    )
+    result = await materialize_batch(store, fill_planner(3600), horizon=0)
     assert result.runs_created == 1
     assert near(result.now, start)
 
@@ -114,7 +112,7 @@ async def test_trigger_and_start_on_the_default_clock(make_store) -> None:
 
     # a run claimed ahead, started later
     future = await make_job(store, "later", next_fire_at=start + s(30))
-    await store.runs_materialize(RunsMaterializeParams(planner=fill_planner(3600), horizon=60))
+    await materialize_batch(store, fill_planner(3600), horizon=60)
     claimed = await store.runs_claim(claim_params(lookahead=120))
     ahead = next(c for c in claimed if c.run.job_id == future.id)
     assert ahead.run.started_at is None
@@ -126,8 +124,8 @@ async def test_reaper_and_operator_actions_on_the_default_clock(make_store) -> N
     store = await clockless(make_store)
     start = real_now()
     job = await make_job(store, "j", next_fire_at=start - s(100))
-    await store.runs_materialize(
-        RunsMaterializeParams(planner=fill_planner(1), horizon=0, now=start - s(99))
+    await materialize_batch(
+        store, fill_planner(1), horizon=0, now=start - s(99)
     )  # two runs: start-100, start-99
     claimed = await store.runs_claim(claim_params(now=start - s(99), limit=1))
     assert len(claimed) == 1

@@ -25,11 +25,12 @@ from storekit import (
     materialize,
     ref,
     s,
+    upsert,
 )
 
 from duetime._types import Job, Run, Schedule, ScheduleKind, TenantLimits
+from duetime.policies.fairness import Aging, FairItem, fair_order
 from duetime.store import Store
-from duetime.store._fairness import Aging, FairItem, fair_order
 from duetime.store.base import (
     ClaimedRun,
     JobRef,
@@ -397,7 +398,7 @@ async def test_tenant_stats(store: Store, t0: datetime) -> None:
 async def test_a_jobs_hash_seed_and_jitter_are_kept(store: Store, t0: datetime) -> None:
     cron = Schedule(ScheduleKind.CRON, cron="H H(0-5) * * *", hash_seed="acme\x1fnightly")
     params = replace(job_params("nightly", next_fire_at=t0 + s(60), schedule=cron), jitter=2.5)
-    job, _ = await store.job_upsert(params)
+    job, _ = await upsert(store, params)
     again = await store.job_get(JobRef(tenant=TENANT, id=job.id))
     assert again.schedule == cron
     assert again.jitter == 2.5

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import duetime.store._sql as sql_store
 import duetime.store.base as store_base
 from duetime.errors import SchemaError
 from duetime.store import SCHEMA_VERSION, Store
@@ -64,9 +65,10 @@ async def test_a_newer_schema_is_refused(store: Store, monkeypatch: pytest.Monke
     """This code "knows" one version less than the database holds."""
     older = SCHEMA_VERSION - 1
     monkeypatch.setattr(store_base, "SCHEMA_VERSION", older)
-    module = sys.modules[type(store).__module__]
-    if hasattr(module, "SCHEMA_VERSION"):
-        monkeypatch.setattr(module, "SCHEMA_VERSION", older)
+    for cls in type(store).__mro__:  # the dialect's module and the shared SQL store's
+        module = sys.modules[cls.__module__]
+        if hasattr(module, "SCHEMA_VERSION"):
+            monkeypatch.setattr(module, "SCHEMA_VERSION", older)
     with pytest.raises(SchemaError):
         await store.check_schema()
     with pytest.raises(SchemaError):
@@ -78,6 +80,51 @@ async def test_db_now_is_aware_utc_and_close_to_the_host_clock(store: Store) -> 
     now = await store.db_now()
     assert now.utcoffset() == timedelta(0)
     assert abs(now - datetime.now(UTC)) < timedelta(minutes=5)
+
+
+async def test_migration_6_keeps_the_installations_workers_and_task_names(
+    make_store, store_url: str, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers and known tasks gain a tenant (issue 13): rows written before are the
+    installation's ('') — except remote workers' rows (host ``remote``), whose tenant cannot be
+    told from their ``tenant/worker`` id: they are dropped (recorded again at the next claim)."""
+    store = await make_store(migrate=False)
+    every = sql_store.load_migrations  # both dialects list their migrations through it
+    monkeypatch.setattr(sql_store, "load_migrations", lambda dialect: every(dialect)[:5])
+    assert await store.migrate() == 5
+    monkeypatch.setattr(sql_store, "load_migrations", every)
+    workers = [("host:1:ab", "host-1", '["own.task"]'), ("a/x/y", "remote", '["remote.task"]')]
+    tasks = ["own.task", "remote.task"]
+    if store.dialect == "sqlite":
+        at = int(t0.timestamp() * 1_000_000)
+        with sqlite3.connect(store_url) as conn:
+            conn.executemany(
+                "INSERT INTO workers (id, host, pid, tasks, queues, started_at, heartbeat_at) "
+                "VALUES (?, ?, 1, ?, '[\"default\"]', ?, ?)",
+                [(*w, at, at) for w in workers],
+            )
+            conn.executemany(
+                "INSERT INTO known_tasks (task, last_seen_at) VALUES (?, ?)",
+                [(t, at) for t in tasks],
+            )
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url) as pg:
+            for w in workers:
+                pg.execute(
+                    "INSERT INTO workers (id, host, pid, tasks, queues, started_at, heartbeat_at) "
+                    "VALUES (%s, %s, 1, %s, '[\"default\"]', %s, %s)",
+                    (*w, t0, t0),
+                )
+            for t in tasks:
+                pg.execute("INSERT INTO known_tasks (task, last_seen_at) VALUES (%s, %s)", (t, t0))
+    assert await store.migrate() == SCHEMA_VERSION
+    (kept,) = await store.workers_list()
+    assert (kept.id, kept.tenant, kept.tasks) == ("host:1:ab", None, ("own.task",))
+    assert await store.tasks_known(tasks) == set(tasks)  # installation-wide, as they were
+    assert await store.tasks_known(tasks, tenant="acme") == set(tasks)
 
 
 # --- the migrated schema ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 
 import pytest
-from storekit import job_params, list_runs, materialize, s
+from storekit import job_params, list_runs, materialize, s, upsert
 
 from duetime._types import Job, MisfirePolicy, RunState
 from duetime.scheduler.planner import BACKFILL_RATE, plan_job
@@ -15,11 +15,12 @@ from duetime.store import Store
 
 
 async def every_second_job(store: Store, t0: datetime, policy: MisfirePolicy) -> Job:
-    job, _ = await store.job_upsert(
+    job, _ = await upsert(
+        store,
         replace(
             job_params("j", next_fire_at=t0, misfire_policy=policy, misfire_grace=10),
             max_backfill=5,
-        )
+        ),
     )
     return job
 

@@ -16,9 +16,10 @@ from storekit import (
     running_run,
     s,
     scheduled_run,
+    upsert,
 )
 
-from duetime._observe import AlertCondition, AlertKind, IncidentEvent
+from duetime._monitoring import AlertCondition, AlertKind, IncidentEvent
 from duetime._types import AttemptOutcome, RunState, WorkerInfo
 from duetime.store import Store
 from duetime.store.base import (
@@ -113,7 +114,7 @@ async def test_alert_facts_dead_sla_running_and_lost_leases(store: Store, t0: da
         ),
     )
     # a job with an SLA whose run never succeeds
-    job, _ = await store.job_upsert(replace(job_params("sla", next_fire_at=None), sla=10.0))
+    job, _ = await upsert(store, replace(job_params("sla", next_fire_at=None), sla=10.0))
     assert job.sla == 10.0
     # a long-running run
     long = await running_run(store, t0, "long")
@@ -149,11 +150,12 @@ async def test_sla_is_judged_on_the_latest_closed_window(store: Store, t0: datet
     run = await scheduled_run(store, t0, "sla-job")
     job_id = run.job_id
     current = await store.job_get(JobRef(TENANT, job_id))
-    await store.job_upsert(
+    await upsert(
+        store,
         replace(
             job_params("sla-job", next_fire_at=current.next_fire_at, schedule=current.schedule),
             sla=5.0,
-        )
+        ),
     )
     facts = await store.alert_facts(
         AlertFactsParams(
@@ -179,6 +181,24 @@ async def test_sla_is_judged_on_the_latest_closed_window(store: Store, t0: datet
     fact = next(f for f in facts.sla if f.job_id == job_id)
     assert fact.due == t0 + s(1)
     assert not fact.met
+
+
+async def test_one_open_incident_per_kind_tenant_and_subject(store: Store, t0: datetime) -> None:
+    lead = await store.leader_elect(LeaderElectParams("node-a", ttl=30, now=t0))
+    assert lead is not None
+    fence = LeaderFence("node-a", lead.term)
+    acme = AlertCondition(AlertKind.NO_WORKER, "reports", "nobody serves it", tenant="acme")
+    globex = replace(acme, tenant="globex")
+    both = await store.incidents_apply(
+        IncidentsApplyParams(open=[acme, globex], leader=fence, now=t0)
+    )
+    assert sorted(i.tenant or "" for i in both.opened) == ["acme", "globex"]
+    again = await store.incidents_apply(
+        IncidentsApplyParams(open=[acme, globex], leader=fence, now=t0)
+    )
+    assert again.opened == []
+    listed = await store.incidents_list(IncidentListParams(tenants=("acme",)))
+    assert [(i.tenant, i.subject) for i in listed] == [("acme", "reports")]
 
 
 async def test_incidents_open_once_resolve_once_and_are_fenced(store: Store, t0: datetime) -> None:

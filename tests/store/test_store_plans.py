@@ -167,7 +167,14 @@ def test_the_hot_statements_stay_on_their_indexes(
     _explain(
         conn,
         "runs_heartbeat",
-        {"worker_id": "plans", "lease_ttl": 30.0, "ids": ids, "tokens": tokens, "now": None},
+        {"worker_id": "plans", "lease_ttl": 30.0, "ids": ids, "tokens": tokens, "now": None}
+        | {"tenant": None},
+    )
+    _explain(  # a remote worker's: filtered by its tenant too
+        conn,
+        "runs_heartbeat",
+        {"worker_id": "plans", "lease_ttl": 30.0, "ids": ids, "tokens": tokens, "now": None}
+        | {"tenant": "plans"},
     )
     completions = [
         RunCompletion(
@@ -189,7 +196,7 @@ def test_the_hot_statements_stay_on_their_indexes(
     _explain(
         conn,
         "runs_complete",
-        {"now": None, **completion_columns(stale + completions[BATCH // 2 :])},
+        {"now": None, "tenant": None, **completion_columns(stale + completions[BATCH // 2 :])},
     )
     now = claimed[0]["claimed_at"]
     locked = {"now": now, "lookahead": 1.0, "tasks": ["duetime.noop"], "tenant": None}
@@ -228,8 +235,9 @@ def test_the_hot_statements_stay_on_their_indexes(
     assert _reads_runs_by_primary_key(_explain(conn, "runs_start", single))
     # the same for a small completion batch, the common one at a steady trickle of runs (a
     # bitmap scan of every running run's index entries, dead ones included, cost milliseconds)
-    few = {"now": None, **completion_columns(completions[:30])}
+    few = {"now": None, "tenant": None, **completion_columns(completions[:30])}
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", few))
+    assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", {**few, "tenant": "plans"}))
     keyed_ids = [r["id"] for r in keyed]
     conn.execute("UPDATE runs SET started_at = NULL WHERE id = ANY(%s)", (keyed_ids,))
     keyed_tokens = [

@@ -20,6 +20,7 @@ from storekit import (
     ref,
     s,
     scheduled_run,
+    upsert,
 )
 
 from duetime._types import Job, JobStatus, OverlapPolicy, RunState
@@ -67,7 +68,7 @@ async def _keyed_job(store: Store, t0: datetime, name: str, count: int) -> None:
     """A job under overlap ``skip`` (runs carry its overlap key) with ``count`` runs due at t0,
     t0+1 s, …"""
     params = replace(job_params(name, next_fire_at=t0), overlap_policy=OverlapPolicy.SKIP)
-    job, _ = await store.job_upsert(params)
+    job, _ = await upsert(store, params)
 
     def only(due: Job, now: datetime, until: datetime) -> JobPlan:
         plan = fill_planner(1)(due, now, until)

@@ -1,5 +1,6 @@
-"""A real webhook receiver for the HTTP target tests: an aiohttp server on 127.0.0.1 (port 0)
-in the test's own event loop, told per path how to answer, recording every request."""
+"""A real webhook receiver for the HTTP target tests: an aiohttp server on 127.0.0.1 (port 0;
+another loopback address or port on request) in the test's own event loop, told per path how to
+answer, recording every request."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class Receiver:
         self.changed = asyncio.Condition()
         self._release = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self.host = "127.0.0.1"
         self.port = 0
 
     def plan(self, path: str, *replies: Reply) -> str:
@@ -49,7 +51,7 @@ class Receiver:
         return self.url(path)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def hits_of(self, path: str) -> list[Hit]:
         return [h for h in self.hits if h.path == path]
@@ -75,13 +77,19 @@ class Receiver:
             return web.Response(status=200, text="too late")
         return web.Response(status=reply.status, headers=reply.headers, text=reply.body)
 
-    async def start(self) -> None:
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host`` (a loopback address: nothing here may leave the machine)."""
+        self.host = host
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
+        site = web.TCPSite(self._runner, host, port)
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            raise
         server = site._server
         assert server is not None
         self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

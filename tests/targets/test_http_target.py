@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from duetime import AsyncApp, Retry, Settings
+from duetime import AsyncApp, Retry, Settings, ValidationError
 from duetime._types import AttemptOutcome, Job, Run, RunState
-from duetime.registration import JobSpec, build_upsert
+from duetime.registration import JobSpec, build_upsert, upsert_job
 from duetime.store.base import RunCompletion
 from duetime.worker.worker import Worker
 from tests.targets.receiver import HANG, Receiver, Reply
@@ -121,16 +121,6 @@ FAST = {
     "shutdown_grace": 2.0,
     "http_allow_hosts": "127.0.0.1",
 }
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    server = Receiver()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @pytest.fixture
@@ -388,23 +378,53 @@ async def test_loopback_is_refused_unless_listed(harness: Harness, receiver: Rec
     assert receiver.hits_of("/internal") == []
 
 
+async def inject(harness: Harness, name: str, url: str) -> None:
+    """Store a job whose target has ``url`` without registration's checks, the way an older row
+    (or a bug) might hold it."""
+    spec = JobSpec(name=name, target={"type": "http", "url": "http://127.0.0.1/"}, cron=YEARLY)
+    params = build_upsert(
+        spec, tenant="default", settings=harness.app.settings, now=datetime.now(UTC)
+    )
+    target = {**(params.target or {}), "url": url}
+    await upsert_job(harness.app.store, dataclasses.replace(params, target=target))
+
+
 async def test_cloud_metadata_is_refused_even_when_listed(harness: Harness) -> None:
     await harness.stop_workers()
     harness.start_worker(http_allow_hosts="127.0.0.1,169.254.0.0/16,0.0.0.0/0")
     # registration refuses the address, so write the job the way an older row might hold it
-    spec = JobSpec(
-        name="hook.metadata",
-        target={"type": "http", "url": "http://127.0.0.1/"},
-        cron=YEARLY,
-    )
-    params = build_upsert(
-        spec, tenant="default", settings=harness.app.settings, now=datetime.now(UTC)
-    )
-    target = {**(params.target or {}), "url": "http://169.254.169.254/latest/meta-data/"}
-    await harness.app.store.job_upsert(dataclasses.replace(params, target=target))
+    await inject(harness, "hook.metadata", "http://169.254.169.254/latest/meta-data/")
     run = await harness.app.trigger("hook.metadata")
     done = await harness.settled(run.id)
     assert done.state is RunState.DEAD
     assert done.reason == "permanent_error"
     assert done.attempt == 1
     assert "link-local" in (done.last_error_message or "")
+
+
+async def test_unicode_hosts_never_reach_a_loopback_listener(
+    harness: Harness, receiver: Receiver
+) -> None:
+    """Issue 13: fullwidth digits, ideographic full stops or circled digits read as 127.0.0.1
+    by the HTTP client. Refused at registration; a job holding one anyway goes dead at its
+    first attempt with nothing sent."""
+    await harness.stop_workers()
+    harness.start_worker(http_allow_hosts="")  # no allow-list: public addresses only
+    receiver.plan("/internal", Reply(200))
+    hosts = ["１２７.０.０.１", "127。0。0。1", "①②⑦.⓪.⓪.①"]
+    for n, host in enumerate(hosts):
+        url = f"http://{host}:{receiver.port}/internal"
+        with pytest.raises(ValidationError) as caught:
+            await harness.job(f"hook.unicode{n}", url)
+        assert caught.value.field == "target.url"
+        assert "non-ASCII" in caught.value.reason
+
+        await inject(harness, f"hook.unicode{n}", url)
+        run = await harness.app.trigger(f"hook.unicode{n}")
+        done = await harness.settled(run.id)
+        assert done.state is RunState.DEAD
+        assert done.reason == "permanent_error"
+        assert done.attempt == 1
+        assert "non-ASCII" in (done.last_error_message or "")
+        assert "127.0.0.1" in (done.last_error_message or "")
+    assert receiver.hits == []

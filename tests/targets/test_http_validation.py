@@ -75,7 +75,7 @@ def test_bad_targets_are_refused_naming_the_field(
         app.schedule("hook", target=target, cron="0 2 * * *")  # type: ignore[arg-type]
     assert caught.value.field == field
     assert words in caught.value.reason
-    assert app.list().items == []
+    assert app.jobs.find().items == []
 
 
 def test_task_and_target_go_together_only_as_duetime_http(app: App) -> None:

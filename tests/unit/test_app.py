@@ -49,7 +49,7 @@ def test_bad_input_is_refused_naming_the_field(
         app.schedule("job", task="duetime.noop", **kwargs)
     assert caught.value.field == field
     assert words in str(caught.value)
-    assert app.list().items == []
+    assert app.jobs.find().items == []
 
 
 def test_unknown_task_is_refused_unless_allowed(app: App) -> None:
@@ -89,9 +89,12 @@ def test_schedule_is_create_or_update(app: App) -> None:
     again = app.schedule(
         "nightly", task="duetime.noop", cron="0 2 * * *", tz="Europe/Paris", payload={"v": 2}
     )
+    assert first.created
     assert again.id == first.id
+    assert not again.created
     assert again.next_fire_at == first.next_fire_at
     assert again.payload == {"v": 2}
+    assert not app.get("nightly").created
     moved = app.schedule("nightly", task="duetime.noop", cron="0 3 * * *", tz="Europe/Paris")
     assert moved.id == first.id
     assert moved.next_fire_at is not None
@@ -140,10 +143,10 @@ def test_list_filters_and_pages(app: App) -> None:
     for i in range(5):
         app.schedule(f"a.{i}", task="duetime.noop", every=60, tags=["even"] if i % 2 == 0 else [])
     app.schedule("b.0", task="duetime.noop", every=60)
-    assert [j.name for j in app.list(name_prefix="a.").items] == [f"a.{i}" for i in range(5)]
-    assert [j.name for j in app.list(tag="even").items] == ["a.0", "a.2", "a.4"]
-    first = app.list(limit=4)
-    rest = app.list(limit=4, cursor=first.next_cursor)
+    assert [j.name for j in app.jobs.find(name_prefix="a.").items] == [f"a.{i}" for i in range(5)]
+    assert [j.name for j in app.jobs.find(tag="even").items] == ["a.0", "a.2", "a.4"]
+    first = app.jobs.find(limit=4)
+    rest = app.jobs.find(limit=4, cursor=first.next_cursor)
     assert [j.name for j in first.items + rest.items] == [*(f"a.{i}" for i in range(5)), "b.0"]
     assert rest.next_cursor is None
 

@@ -71,7 +71,7 @@ def test_a_bad_spec_is_named_by_index_and_field(
     assert caught.value.field == field
     assert str(caught.value).startswith(field + ": ")
     # nothing of the failed batch was written
-    assert app.list().items == []
+    assert app.jobs.find().items == []
 
 
 def test_earlier_batches_stay_written_when_a_later_spec_is_bad(app: App) -> None:
@@ -81,7 +81,7 @@ def test_earlier_batches_stay_written_when_a_later_spec_is_bad(app: App) -> None
     specs.append({"name": "bad", "task": "duetime.noop", "cron": "nope"})
     with pytest.raises(ValidationError, match=r"specs\[5\]\.cron"):
         app.schedule_many(specs, batch_size=2)
-    assert sorted(j.name for j in app.list().items) == ["ok-0", "ok-1", "ok-2", "ok-3"]
+    assert sorted(j.name for j in app.jobs.find().items) == ["ok-0", "ok-1", "ok-2", "ok-3"]
 
 
 def test_batch_size_must_be_positive(app: App) -> None:
@@ -139,6 +139,6 @@ def test_the_first_batches_are_small_so_writing_starts_early(app: App) -> None:
     specs[2400] = {"name": "bad", "task": "duetime.noop", "cron": "nope"}
     with pytest.raises(ValidationError, match=r"specs\[2400\]\.cron"):
         app.schedule_many(specs, batch_size=10_000)
-    first = app.list(limit=1000)
+    first = app.jobs.find(limit=1000)
     assert [j.name for j in first.items] == [f"ok-{i:04}" for i in range(1000)]
     assert first.next_cursor is None  # nothing after them

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duetime._types import OverlapPolicy, RunTrigger
-from duetime.store._fairness import (
+from duetime.policies.fairness import (
     Aging,
     FairItem,
     QuotaLedger,
@@ -23,7 +23,7 @@ from duetime.store._fairness import (
     fair_order,
     plan_locked_claim,
 )
-from duetime.store._overlap import Candidate
+from duetime.policies.overlap import Candidate
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 AGING = Aging(interval=60.0, cap=1000)

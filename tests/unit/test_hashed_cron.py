@@ -187,16 +187,24 @@ def test_registration_gives_a_cron_job_its_seed() -> None:
     assert plain.schedule.hash_seed is None
 
 
-def test_priorities_are_checked() -> None:
-    for bad in (1001, -1001, True, 1.5):
-        with pytest.raises(ValidationError) as info:
-            build_upsert(
-                JobSpec(name="n", task="t", now=True, priority=bad),  # type: ignore[arg-type]
-                tenant="a",
-                settings=Settings(),
-                now=T0,
-            )
-        assert info.value.field == "priority"
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(1001, id="too-high"),
+        pytest.param(-1001, id="too-low"),
+        pytest.param(True, id="bool"),
+        pytest.param(1.5, id="fraction"),
+    ],
+)
+def test_priorities_are_checked(bad: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        build_upsert(
+            JobSpec(name="n", task="t", now=True, priority=bad),  # type: ignore[arg-type]
+            tenant="a",
+            settings=Settings(),
+            now=T0,
+        )
+    assert info.value.field == "priority"
 
 
 # --- jitter --------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duetime._types import OverlapPolicy, RunTrigger
-from duetime.store._overlap import (
+from duetime.policies.overlap import (
     Candidate,
     StartCandidate,
     StartVerdict,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from duetime.worker.longrun import _LatestWriter
+from duetime.worker.run_session import _LatestWriter
 
 
 async def test_waiters_learn_of_a_refusal_for_values_submitted_during_the_write() -> None:

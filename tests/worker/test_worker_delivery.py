@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.waiting import eventually
 from workerkit import (
     FAR,
     NO_HEARTBEAT,
     QUICK_RETRY,
     attempts_reach,
-    eventually,
     open_app,
     outcomes,
     serving,

@@ -15,12 +15,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from tests.waiting import eventually
 from workerkit import (
     FAR,
     NO_HEARTBEAT,
     QUICK_RETRY,
     attempts_reach,
-    eventually,
     open_app,
     outcomes,
     serving,
@@ -136,8 +136,9 @@ async def test_a_stale_attempt_checkpoint_is_refused(app: AsyncApp) -> None:
     assert (await app.run(run.id)).checkpoint == {"v": 1}
 
 
-def test_bad_progress_and_oversize_checkpoints_are_refused() -> None:
-    ctx = RunContext(
+def a_context() -> RunContext:
+    """A run's ``ctx`` outside any worker."""
+    return RunContext(
         run_id=uuid.uuid4(),
         job_id=uuid.uuid4(),
         job_name="j",
@@ -150,9 +151,26 @@ def test_bad_progress_and_oversize_checkpoints_are_refused() -> None:
         worker_id="w",
         payload=None,
     )
-    for bad in (-0.1, 1.5, float("nan"), True, "half"):
-        with pytest.raises(ValidationError, match="progress"):
-            ctx.progress(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(-0.1, id="negative"),
+        pytest.param(1.5, id="over-one"),
+        pytest.param(float("nan"), id="nan"),
+        pytest.param(True, id="bool"),
+        pytest.param("half", id="text"),
+    ],
+)
+def test_bad_progress_is_refused(bad: Any) -> None:
+    ctx = a_context()
+    with pytest.raises(ValidationError, match="progress"):
+        ctx.progress(bad)
+
+
+def test_oversize_or_non_json_checkpoints_are_refused() -> None:
+    ctx = a_context()
     with pytest.raises(ValidationError, match="65536"):
         ctx.checkpoint({"blob": "x" * 70_000})
     with pytest.raises(ValidationError, match="JSON"):

@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from workerkit import FAR, eventually, open_app
+from tests.waiting import eventually
+from workerkit import FAR, open_app
 
 from duetime import AsyncApp
 from duetime._types import RunState

@@ -6,10 +6,12 @@ shared database would break the other tests' connections)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -19,7 +21,8 @@ from tests.conftest import (
     make_pg_database,
     pg_unavailable_reason,
 )
-from workerkit import FAR, eventually, open_app, outcomes, serving, settled, wait
+from tests.waiting import eventually
+from workerkit import FAR, open_app, outcomes, serving, settled, wait
 
 from duetime import AsyncApp
 from duetime._config import Settings
@@ -149,36 +152,48 @@ async def test_runs_complete_once_while_connections_keep_dying(
         assert (await settled(app, after.id)).state is RunState.SUCCEEDED
 
 
-async def test_opening_waits_for_the_database(
+async def test_opening_waits_for_a_database_that_refuses_connections(
     own_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A process started before its database waits for it (``startup_wait``) instead of
-    exiting: here the database is created only after the app failed to connect to it."""
-    base, _, name = own_database.rpartition("/")
-    name, _, query = name.partition("?")
-    late_url = f"{base}/{name}_late" + (f"?{query}" if query else "")
-    settings = Settings(database_url=late_url, startup_wait=30.0)
-    app = AsyncApp(settings=settings, migrate=True)
+    """A process started before its database is reachable waits for it (``startup_wait``)
+    instead of exiting: here the server's port refuses connections until a forwarder starts
+    listening on it. (An unknown database or role ends at once: tests/unit/test_app_connect.py.)"""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    parts = urlsplit(own_database)
+    target_host, target_port = parts.hostname or "127.0.0.1", parts.port or 5432
+    late_url = urlunsplit(parts._replace(netloc=f"postgres@127.0.0.1:{port}"))
+    app = AsyncApp(settings=Settings(database_url=late_url, startup_wait=30.0), migrate=True)
     opening = asyncio.create_task(app.open())
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(target_host, target_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server: asyncio.Server | None = None
     try:
 
         async def failed_to_connect() -> bool:
-            return any("error connecting" in r.getMessage() for r in caplog.records)
+            return any("cannot connect to" in r.getMessage() for r in caplog.records)
 
-        await eventually(failed_to_connect, what="a failed connection attempt")
+        await eventually(failed_to_connect, what="a refused connection attempt, announced")
         assert not opening.done()
-        await asyncio.to_thread(_create_database, own_database, f"{name}_late")
+        server = await asyncio.start_server(forward, "127.0.0.1", port)
         await asyncio.wait_for(opening, 30)
         assert await app.store.schema_version() is not None
     finally:
         if not opening.done():
             opening.cancel()
         await app.close()
-        drop_pg_database(late_url)
-
-
-def _create_database(admin_url: str, name: str) -> None:
-    from psycopg import sql
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        if server is not None:
+            server.close()

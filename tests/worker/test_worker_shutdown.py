@@ -16,20 +16,6 @@ from duetime.worker.worker import SPAWN_SLICE, Worker
 RUNS = SPAWN_SLICE * 6
 
 
-class StoppedMidClaim(Worker):
-    """Sets ``stop`` as it spawns the last run of its first slice of a claim."""
-
-    def __init__(self, *args: Any, stop: asyncio.Event, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stop, self.spawned = stop, 0
-
-    def _spawn(self, claimed: ClaimedRun) -> None:
-        super()._spawn(claimed)
-        self.spawned += 1
-        if self.spawned == SPAWN_SLICE:
-            self.stop.set()
-
-
 async def test_runs_spawned_after_the_drain_began_are_handed_back_too(store_url: str) -> None:
     app = await open_app(store_url, scheduler_horizon=60.0)
     try:
@@ -47,10 +33,18 @@ async def test_runs_spawned_after_the_drain_began_are_handed_back_too(store_url:
         settings = app.settings.with_(
             worker_lookahead=60.0, worker_concurrency=RUNS, worker_batch=RUNS, shutdown_grace=2.0
         )
-        worker = StoppedMidClaim(app.store, app.registry, settings, tasks=["sd.wait"], stop=stop)
+        worker = Worker(app.store, app.registry, settings, tasks=["sd.wait"])
+        spawned: list[ClaimedRun] = []
+
+        def stop_at_the_end_of_the_first_slice(claimed: ClaimedRun) -> None:
+            spawned.append(claimed)
+            if len(spawned) == SPAWN_SLICE:
+                stop.set()
+
+        worker.signals.spawned.on(stop_at_the_end_of_the_first_slice)
         await asyncio.wait_for(worker.run(stop), 30)
 
-        assert worker.spawned == RUNS  # one claim, stopped after its first slice
+        assert len(spawned) == RUNS  # one claim, stopped after its first slice
         assert worker.in_flight == 0
         for job in jobs:
             [run] = (await app.runs(job.id)).items

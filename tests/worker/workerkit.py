@@ -1,23 +1,22 @@
 """Helpers for worker tests: an app with fast settings on a real store, a worker served in the
-background, and waiting on conditions (never on fixed sleeps)."""
+background, and waiting on conditions (``tests.waiting``: never on fixed sleeps)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
+
+from tests.waiting import eventually, signalled
 
 from duetime import AsyncApp, Retry
 from duetime._config import Settings
 from duetime._types import Attempt, AttemptOutcome, Run
 from duetime.store.base import RunCompletion
 from duetime.worker.worker import Worker
-
-T = TypeVar("T")
 
 FAST = {
     "lease_ttl": 5.0,
@@ -63,24 +62,6 @@ async def serving(
         await asyncio.wait_for(task, 30)
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]],
-    *,
-    what: str,
-    timeout: float = 15.0,
-    every: float = 0.02,
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(every)
-
-
 async def settled(app: AsyncApp, run_id: uuid.UUID, *, timeout: float = 15.0) -> Run:
     """The run once it reached a terminal state."""
 
@@ -106,5 +87,5 @@ async def attempts_reach(app: AsyncApp, run_id: uuid.UUID, *expected: AttemptOut
     await eventually(probe, what=f"attempts {expected}")
 
 
-async def wait(event: asyncio.Event, timeout: float = 15.0) -> None:
-    await asyncio.wait_for(event.wait(), timeout)
+async def wait(event: asyncio.Event, timeout: float = 15.0, *, what: str = "an event") -> None:
+    await signalled(event, what=what, timeout=timeout)

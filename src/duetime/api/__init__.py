@@ -3,6 +3,6 @@
 docs/api.md describes the resources, errors, auth and rate limits."""
 
 from duetime.api.factory import create_api
-from duetime.api.serve import ApiServer, ListenError, is_loopback
+from duetime.api.http_server import ApiServer, ListenError, is_loopback
 
 __all__ = ["ApiServer", "ListenError", "create_api", "is_loopback"]

@@ -10,19 +10,31 @@ per-tenant rate limit — one FastAPI dependency per minimum role.
   caller's tenant, so every query is filtered by it: another tenant's ids are simply not found.
 - With keys not required (``duetime up``, ``server --no-auth``) a call without a key acts as
   an admin of tenant ``default`` (or of ``?tenant=``); a key, when given, is still checked.
+- A client address that presented too many unknown or revoked keys (``api_auth_failures`` a
+  minute) gets 429 for its requests with a key, without them being looked up.
+- A request with a body is authenticated by :mod:`duetime.api.guard` before its body is read;
+  the key it found is kept in the request's scope, so it is looked up once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from duetime._types import ApiKey, ApiRole
-from duetime.api.problems import forbidden, rate_limited, unauthorized
-from duetime.api.ratelimit import RateLimiter
+from duetime.api.problems import (
+    ApiError,
+    forbidden,
+    rate_limited,
+    too_many_requests,
+    unauthorized,
+)
+from duetime.api.ratelimit import RateLimiter, client_key
 from duetime.app import AsyncApp
 
 DEFAULT_TENANT = "default"
@@ -49,6 +61,55 @@ class ApiState:
     app: AsyncApp
     auth_required: bool
     limiter: RateLimiter
+    """Requests per tenant."""
+    auth_failures: RateLimiter
+    """Unknown or revoked keys per client address."""
+
+
+_SCOPE_KEY = "duetime.api_key"
+
+
+@dataclass(frozen=True, slots=True)
+class _Authenticated:
+    secret: str
+    key: ApiKey
+
+
+def secret_from(headers: Mapping[str, str]) -> str | None:
+    """The key a request carries, as the ``bearer`` and ``apiKey`` schemes read it: ``Bearer``
+    credentials, else the ``X-API-Key`` header."""
+    authorization = headers.get("authorization")
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    if authorization and scheme and credentials and scheme.lower() == "bearer":
+        return credentials
+    return headers.get("x-api-key") or None
+
+
+def too_many_failures(retry_after: int, client: str) -> ApiError:
+    return too_many_requests(
+        retry_after,
+        f"too many unknown or revoked API keys from {client}; retry after {retry_after} s",
+    )
+
+
+async def authenticate(state: ApiState, scope: MutableMapping[str, Any], secret: str) -> ApiKey:
+    """The key with this secret, looked up once per request (the result is kept in ``scope``).
+    Raises 401 for an unknown or revoked key (counted against the client's address) and 429
+    while the address is over its failures."""
+    found = scope.get(_SCOPE_KEY)
+    if isinstance(found, _Authenticated) and found.secret == secret:
+        return found.key
+    client = scope.get("client")
+    address = client_key(client[0] if client else None)
+    retry_after = state.auth_failures.blocked(address)
+    if retry_after is not None:
+        raise too_many_failures(retry_after, address)
+    key = await state.app.authenticate(secret)
+    if key is None:
+        state.auth_failures.acquire(address)
+        raise unauthorized("unknown or revoked API key")
+    scope[_SCOPE_KEY] = _Authenticated(secret, key)
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +150,7 @@ class Require:
         secret = bearer.credentials if bearer is not None else api_key
         key: ApiKey | None = None
         if secret:
-            key = await state.app.authenticate(secret)
-            if key is None:
-                raise unauthorized("unknown or revoked API key")
+            key = await authenticate(state, request.scope, secret)
         elif state.auth_required:
             raise unauthorized("an API key is required: Authorization: Bearer dt_…")
         role = key.role if key is not None else ApiRole.ADMIN

@@ -16,12 +16,13 @@ from fastapi.openapi.utils import get_openapi
 from duetime import __version__
 from duetime._config import Settings
 from duetime.api import (
+    dashboard,
     dead_letters,
     docs,
     health,
     jobs,
     keys,
-    observe,
+    monitoring,
     problems,
     runs,
     schedules,
@@ -29,7 +30,8 @@ from duetime.api import (
     workers,
 )
 from duetime.api.auth import ApiState
-from duetime.api.ratelimit import RateLimiter
+from duetime.api.guard import ApiGuard
+from duetime.api.ratelimit import RateLimiter, failure_limiter
 from duetime.app import AsyncApp
 
 PREFIX = "/api/v1"
@@ -46,6 +48,10 @@ tenant: another tenant's ids are 404.
 
 **Errors** are `application/problem+json` with `type`, `title`, `status`, `detail` and,
 when one field is at fault, `field`. Instants are ISO 8601 UTC; durations are seconds.
+
+**Bodies** are JSON (`Content-Type: application/json`, else 415) of at most
+`DUETIME_API_MAX_BODY_BYTES` (1 MiB by default, else 413). Without a key, the API is *open*
+(`duetime up`): it answers only loopback `Host` names and loopback `Origin`s (403 otherwise).
 """
 
 TAGS = [
@@ -60,13 +66,20 @@ TAGS = [
         "(docs/remote-workers.md).",
     },
     {"name": "health", "description": "Liveness and readiness."},
-    observe.TAG,
+    monitoring.TAG,
     tenants.TAG,
 ]
 
 
+_BODY_ERRORS = {
+    "413": {"description": "The body is larger than the limit (`DUETIME_API_MAX_BODY_BYTES`)."},
+    "415": {"description": "The body is not JSON (`Content-Type: application/json`)."},
+}
+
+
 def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required: bool) -> FastAPI:
-    """The API over ``app`` (open). ``settings`` default to the app's (``api_rate_limit``)."""
+    """The API over ``app`` (open). ``settings`` default to the app's (``api_rate_limit``,
+    ``api_auth_failures``, ``api_allowed_hosts``, ``api_max_body_bytes``)."""
     settings = settings or app.settings
     api = FastAPI(
         title="duetime",
@@ -77,12 +90,17 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
         docs_url=None,
         redoc_url=None,
     )
-    api.state.duetime = ApiState(
-        app=app, auth_required=auth_required, limiter=RateLimiter(settings.api_rate_limit)
+    state = ApiState(
+        app=app,
+        auth_required=auth_required,
+        limiter=RateLimiter(settings.api_rate_limit),
+        auth_failures=failure_limiter(settings.api_auth_failures),
     )
+    api.state.duetime = state
+    api.add_middleware(ApiGuard, state=state, settings=settings)
     problems.install(api)
     v1 = APIRouter(prefix=PREFIX)
-    for module in (jobs, runs, dead_letters, schedules, keys, workers, observe, tenants):
+    for module in (jobs, runs, dead_letters, schedules, keys, workers, monitoring, tenants):
         for endpoint in module.ENDPOINTS:
             endpoint.mount(v1)
     api.include_router(v1)
@@ -91,10 +109,12 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
         endpoint.mount(root)
     api.include_router(root)
     docs.install(api, OPENAPI_URL)
-    observe.install(api, app)  # /metrics and the dashboard at /
+    monitoring.install_metrics(api, app)  # /metrics
+    dashboard.install(api)  # the dashboard at /
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
+            # keyword arguments by name (alike in shape to calls elsewhere, not shared logic)
             schema = get_openapi(
                 title=api.title,
                 version=api.version,
@@ -102,6 +122,11 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
                 routes=api.routes,
                 tags=api.openapi_tags,
             )
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    if "requestBody" in operation:
+                        responses = operation.setdefault("responses", {})
+                        responses.update({k: dict(v) for k, v in _BODY_ERRORS.items()})
             api.openapi_schema = problems.rewrite_openapi(schema)
         return api.openapi_schema
 

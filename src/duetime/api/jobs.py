@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 from fastapi import Body, Query, Response
 
-from duetime._types import Job, JobStatus, RetryPolicy, RunState, ScheduleKind
+from duetime._types import JobStatus, RetryPolicy, RunState
 from duetime.api.auth import Operator, Viewer
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import Cursor, IdempotencyKey, JobId, Limit
@@ -27,8 +27,8 @@ from duetime.api.schemas import (
     utc,
 )
 from duetime.app import AsyncApp
+from duetime.registration import JobChanges
 
-_SCHEDULE_FIELDS = ("cron", "at", "every", "now", "anchor")
 _NOT_PASSED = {"name", "allow_unregistered"}
 
 
@@ -38,9 +38,11 @@ def _default_retry(app: AsyncApp) -> RetryPolicy:
 
 
 def _arguments(
-    body: JobFields, names: set[str], *, now: datetime, retry: RetryPolicy
+    body: JobFields, names: set[str], *, now: datetime, retry: RetryPolicy | None = None
 ) -> dict[str, Any]:
-    """The given ``names`` of ``body`` as ``app.schedule`` arguments."""
+    """The given ``names`` of ``body`` as ``app.schedule`` arguments (a retry policy filled
+    in from ``retry``), or ``app.update_job`` ones (no ``retry``: its given fields, merged
+    onto the job's policy)."""
     out: dict[str, Any] = {}
     for name in names - _NOT_PASSED:
         value = getattr(body, name)
@@ -53,47 +55,12 @@ def _arguments(
         elif name == "anchor":
             out[name] = utc(value, "anchor")
         elif name == "retry":
-            out[name] = value.policy(retry)
+            out[name] = value.changes() if retry is None else value.policy(retry)
         elif name == "tags":
             out[name] = tuple(value)
         else:
             out[name] = value
     return out
-
-
-def _current(job: Job) -> dict[str, Any]:
-    """A job's present settings as ``app.schedule`` arguments (re-declaring them changes
-    nothing, its next fire instant included)."""
-    s = job.schedule
-    schedule: dict[str, Any] = {
-        ScheduleKind.CRON: {"cron": s.cron},
-        ScheduleKind.EVERY: {"every": s.every, "anchor": s.anchor},
-        ScheduleKind.AT: {"at": s.at},
-        ScheduleKind.NOW: {"now": True},
-    }[s.kind]
-    return {
-        **schedule,
-        "tz": s.tz,
-        "task": job.task,
-        "target": job.target,
-        "payload": job.payload,
-        "retry": job.retry,
-        "priority": job.priority,
-        "jitter": job.jitter,
-        "timeout": job.timeout,
-        "misfire": job.misfire_policy,
-        "misfire_grace": job.misfire_grace,
-        "overlap": job.overlap_policy,
-        "delivery": job.delivery,
-        "queue": job.queue,
-        "tags": job.tags,
-        "metadata": job.metadata,
-        "max_concurrency": job.max_concurrency,
-        "concurrency_key": job.concurrency_key,
-        "max_backfill": job.max_backfill,
-        "sla": job.sla,
-        "expected_duration": job.expected_duration,
-    }
 
 
 class CreateJob(Endpoint):
@@ -135,7 +102,7 @@ class ListJobs(Endpoint):
         limit: Limit = 100,
         cursor: Cursor = None,
     ) -> JobPage:
-        page = await caller.app.list(
+        page = await caller.app.jobs.find(
             status=status, name_prefix=name_prefix, tag=tag, limit=limit, cursor=cursor
         )
         return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
@@ -154,30 +121,20 @@ class GetJob(Endpoint):
 class UpdateJob(Endpoint):
     """Change a job
     Omitted fields keep their values; giving any of `cron`, `at`, `every` or `now` replaces
-    the schedule (its not-yet-started runs are skipped). The name cannot change."""
+    the schedule (its not-yet-started runs are skipped). A partial `retry` is merged onto the
+    job's policy. Atomic: the job is locked, merged, validated and written in one transaction,
+    so concurrent changes of different fields all survive. The name cannot change."""
 
     method, path, tag = "PATCH", "/jobs/{job_id}", "jobs"
     errors = (404, 409, 422)
 
     async def handle(self, job_id: JobId, body: JobPatch, caller: Operator) -> JobOut:
         app = caller.app
-        current = await app.get(parse_id(job_id, "job"))
-        given = set(body.model_fields_set)
-        arguments = _current(current)
-        if given & {"cron", "at", "every", "now"}:
-            for name in _SCHEDULE_FIELDS:
-                arguments.pop(name, None)
-        if "task" in given and "target" not in given:
-            arguments["target"] = None
-        if "target" in given and "task" not in given:
-            arguments["task"] = None
-        if "overlap" in given and "max_concurrency" not in given:
-            arguments["max_concurrency"] = None
-        arguments.update(_arguments(body, given, now=app.clock.now(), retry=current.retry))
-        job = await app.schedule(
-            current.name,
-            **arguments,
-            allow_unregistered=body.allow_unregistered or not given & {"task", "target"},
+        changes = _arguments(body, set(body.model_fields_set), now=app.clock.now())
+        job = await app.update_job(
+            parse_id(job_id, "job"),
+            allow_unregistered=body.allow_unregistered,
+            **cast(JobChanges, changes),
         )
         return JobOut.of(job)
 

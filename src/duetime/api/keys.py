@@ -7,6 +7,7 @@ from duetime.api.auth import Admin
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import KeyId
 from duetime.api.schemas import KeyCreate, KeyCreated, KeyList, KeyOut
+from duetime.errors import Conflict
 
 
 class CreateKey(Endpoint):
@@ -35,12 +36,18 @@ class ListKeys(Endpoint):
 
 class RevokeKey(Endpoint):
     """Revoke an API key
-    At once: later requests with it are 401. Revoking a revoked key changes nothing."""
+    At once: later requests with it are 401. Revoking a revoked key changes nothing. A key
+    cannot revoke itself (409), so an admin cannot lock the last way in out by mistake: revoke
+    it with another admin key or `duetime keys revoke`."""
 
     method, path, tag, status_code = "DELETE", "/keys/{key_id}", "keys", 204
-    errors = (404,)
+    errors = (404, 409)
 
     async def handle(self, key_id: KeyId, caller: Admin) -> None:
+        if caller.key is not None and str(caller.key.id) == key_id.strip().lower():
+            raise Conflict(
+                "a key cannot revoke itself: use another admin key or `duetime keys revoke`"
+            )
         await caller.app.revoke_key(key_id)
 
 

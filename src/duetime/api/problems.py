@@ -93,13 +93,16 @@ def forbidden(detail: str) -> ApiError:
     return ApiError(403, "forbidden", "Forbidden", detail)
 
 
-def rate_limited(retry_after: int, tenant: str) -> ApiError:
+def too_many_requests(retry_after: int, detail: str) -> ApiError:
+    """429, retry after ``retry_after`` seconds (a tenant's rate, or a client's failed keys)."""
     return ApiError(
-        429,
-        "rate-limited",
-        "Too many requests",
-        f"tenant {tenant!r} is over its request rate; retry after {retry_after} s",
-        headers={"Retry-After": str(retry_after)},
+        429, "rate-limited", "Too many requests", detail, headers={"Retry-After": str(retry_after)}
+    )
+
+
+def rate_limited(retry_after: int, tenant: str) -> ApiError:
+    return too_many_requests(
+        retry_after, f"tenant {tenant!r} is over its request rate; retry after {retry_after} s"
     )
 
 

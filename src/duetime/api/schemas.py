@@ -7,14 +7,16 @@ sends reaches the store in a form it cannot hold: invariant 6, no 5xx from clien
 
 from __future__ import annotations
 
-import re
+import math
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from duetime._types import (
+from duetime._durations import iso_duration_seconds
+from duetime._redact import REDACTED, redact_target
+from duetime._types import (  # an import list like other modules': not logic
     ApiKey,
     ApiRole,
     Attempt,
@@ -33,7 +35,7 @@ from duetime._types import (
     ScheduleKind,
 )
 from duetime.errors import NotFound, ValidationError
-from duetime.registration import MAX_JITTER, PRIORITY_MAX, PRIORITY_MIN
+from duetime.registration import MAX_JITTER, PRIORITY_MAX, PRIORITY_MIN, RetryChanges
 
 NO_NUL = r"^[^\x00]*$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
@@ -43,10 +45,15 @@ MAX_SECONDS = 10 * 366 * 86400.0
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE)]
 Short = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
 Text = Annotated[str, StringConstraints(max_length=4000, pattern=NO_NUL)]
+LongText = Annotated[str, StringConstraints(max_length=65536, pattern=NO_NUL)]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)]
-Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
-PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+# Numbers and booleans are strict (invariant 6 again: nothing is silently coerced): true is
+# not 1, "5" is not 5, 2.0 is not a whole number; NaN and ±Infinity (which Python's JSON parser
+# reads from the tokens NaN, Infinity, -Infinity and from 1e999) are refused as not finite.
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True)]
+Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX, strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class _Body(BaseModel):
@@ -55,20 +62,13 @@ class _Body(BaseModel):
 
 # --- parsing ----------------------------------------------------------------------------------
 
-_ISO_DURATION = re.compile(
-    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
-    re.IGNORECASE,
-)
-_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-
 
 def parse_duration(text: str, field: str) -> timedelta:
-    """An ISO 8601 duration (``PT3H``, ``P1DT2H30M``, ``P2W``; no years or months)."""
-    match = _ISO_DURATION.fullmatch(text.strip())
-    if not match or not any(match.groupdict().values()) or text.strip().upper().endswith("T"):
+    """An ISO 8601 duration (``PT3H``, ``P1DT2H30M``, ``P2W``; no years or months): the REST
+    API's documented forms only, not the CLI's short ones (``90s``)."""
+    seconds = iso_duration_seconds(text)
+    if seconds is None:
         raise ValidationError(field, f"{text!r} is not an ISO 8601 duration such as PT3H")
-    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v)
     if not 0 <= seconds <= MAX_SECONDS:
         raise ValidationError(field, f"must be at most {MAX_SECONDS:.0f} seconds")
     return timedelta(seconds=seconds)
@@ -108,6 +108,20 @@ def parse_every(value: float | str) -> timedelta:
     return timedelta(seconds=value)
 
 
+def _check_every(value: object) -> object:
+    """``every`` before the number-or-duration union: one clear error for what is neither (a
+    union reports one per member), for ``true`` (not a second) and for a number out of range."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number of seconds or an ISO 8601 duration such as PT15M")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number of seconds (not NaN or Infinity)")
+    if not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"must be above 0 and at most {MAX_SECONDS:.0f} seconds")
+    return value
+
+
 def parse_id(value: str, what: str) -> uuid.UUID:
     """A path or filter id: malformed ones are simply not found (404), like unknown ones."""
     try:
@@ -123,10 +137,12 @@ class RetryIn(_Body):
     """Retries of one run; omitted fields take the server's defaults."""
 
     max_attempts: int | None = Field(
-        default=None, ge=1, le=1000, description="Counts the first try."
+        default=None, ge=1, le=1000, strict=True, description="Counts the first try."
     )
     backoff_base: Seconds | None = None
-    backoff_factor: float | None = Field(default=None, ge=1, le=100, allow_inf_nan=False)
+    backoff_factor: float | None = Field(
+        default=None, ge=1, le=100, allow_inf_nan=False, strict=True
+    )
     backoff_cap: Seconds | None = None
 
     def policy(self, default: RetryPolicy) -> RetryPolicy:
@@ -136,6 +152,10 @@ class RetryIn(_Body):
             backoff_factor=self.backoff_factor or default.backoff_factor,
             backoff_cap=default.backoff_cap if self.backoff_cap is None else self.backoff_cap,
         )
+
+    def changes(self) -> RetryChanges:
+        """The fields given (not null), to merge onto a job's policy (PATCH)."""
+        return cast(RetryChanges, self.model_dump(exclude_none=True))
 
 
 class JobFields(_Body):
@@ -147,7 +167,8 @@ class JobFields(_Body):
     target: dict[str, Any] | None = Field(
         default=None,
         description='Instead of a task: `{"type": "http", "url": …, "method": …, "headers": …, '
-        '"timeout": …}` — each run is sent as a signed webhook.',
+        '"timeout": …}` — each run is sent as a signed webhook. A header value '
+        f'"{REDACTED}" (as jobs are read) keeps the job\'s stored value.',
     )
     cron: Annotated[str, StringConstraints(max_length=200, pattern=PRINTABLE)] | None = Field(
         default=None, description="Cron expression (5 fields, or 6 with seconds), in `tz`."
@@ -157,10 +178,11 @@ class JobFields(_Body):
         description="One run at an ISO 8601 instant with offset (2026-12-01T10:00:00Z), or "
         "after an ISO 8601 duration from now (PT3H).",
     )
-    every: PositiveSeconds | Annotated[str, StringConstraints(max_length=100)] | None = Field(
-        default=None, description="Interval: seconds, or an ISO 8601 duration (PT15M)."
-    )
-    now: bool | None = Field(default=None, description="One run, due at once.")
+    every: Annotated[
+        PositiveSeconds | Annotated[str, StringConstraints(max_length=100)] | None,
+        BeforeValidator(_check_every),
+    ] = Field(default=None, description="Interval: seconds, or an ISO 8601 duration (PT15M).")
+    now: Flag | None = Field(default=None, description="One run, due at once.")
     tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = Field(
         default="UTC", description="IANA time zone of `cron` (and of local times)."
     )
@@ -174,7 +196,7 @@ class JobFields(_Body):
         description=f"{PRIORITY_MIN} to {PRIORITY_MAX}, higher runs first; a run that waits "
         "rises by aging (docs/fairness.md).",
     )
-    jitter: Annotated[float, Field(ge=0, le=MAX_JITTER, allow_inf_nan=False)] = Field(
+    jitter: Annotated[float, Field(ge=0, le=MAX_JITTER, allow_inf_nan=False, strict=True)] = Field(
         default=0.0,
         description="Seconds: each run becomes available up to this much after its scheduled "
         "instant (deterministic per job and occurrence; `scheduled_for` does not move).",
@@ -194,12 +216,16 @@ class JobFields(_Body):
         default_factory=dict
     )
     max_concurrency: int | None = Field(
-        default=None, ge=0, le=10_000, description="With overlap `allow`: runs at once (0: any)."
+        default=None,
+        ge=0,
+        le=10_000,
+        strict=True,
+        description="With overlap `allow`: runs at once (0: any).",
     )
     concurrency_key: Name | None = Field(
         default=None, description="Jobs sharing a key share one `max_concurrency` limit."
     )
-    max_backfill: int = Field(default=100, ge=1, le=10_000)
+    max_backfill: int = Field(default=100, ge=1, le=10_000, strict=True)
     sla: PositiveSeconds | None = Field(
         default=None,
         description="Seconds after each scheduled instant within which a run must succeed; "
@@ -210,7 +236,7 @@ class JobFields(_Body):
         description="Seconds a run normally takes (stuck-run alerts); default: the p95 of "
         "the job's last 20 successful runs.",
     )
-    allow_unregistered: bool = Field(
+    allow_unregistered: Flag = Field(
         default=False, description="Accept a task no worker has registered yet."
     )
 
@@ -219,6 +245,11 @@ class JobCreate(JobFields):
     """A new job: `name` plus exactly one of `cron`, `at`, `every` or `now`."""
 
     name: Name = Field(description="Unique within the tenant.")
+    allow_past: Flag = Field(
+        default=False,
+        description="Accept an `at` further in the past than the misfire grace (it runs at "
+        "once); otherwise such a job is refused (422).",
+    )
 
 
 class JobPatch(JobFields):
@@ -238,15 +269,15 @@ class PreviewIn(_Body):
     tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = "UTC"
     after: datetime | None = Field(default=None, description="Instants strictly after this.")
     job_id: Annotated[str, StringConstraints(max_length=100)] | None = None
-    count: int = Field(default=10, ge=1, le=1000)
+    count: int = Field(default=10, ge=1, le=1000, strict=True)
 
 
 class ReplayIn(_Body):
     """Replay dead runs in bulk: those of `job_id`, or (with `all`) every one of the tenant."""
 
     job_id: Annotated[str, StringConstraints(max_length=100)] | None = None
-    all: bool = Field(default=False, description="Required to replay without a job_id.")
-    limit: int = Field(default=100, ge=1, le=1000)
+    all: Flag = Field(default=False, description="Required to replay without a job_id.")
+    limit: int = Field(default=100, ge=1, le=1000, strict=True)
 
 
 class KeyCreate(_Body):
@@ -257,39 +288,57 @@ class KeyCreate(_Body):
 class ClaimIn(_Body):
     worker_id: Name = Field(description="Stable id of the worker process (unique per tenant).")
     tasks: list[Short] = Field(min_length=1, max_length=100, description="Task names it runs.")
-    max_runs: int = Field(default=10, ge=1, le=1000)
+    max_runs: int = Field(default=10, ge=1, le=1000, strict=True)
     lease_seconds: float = Field(
-        default=30.0, ge=1, le=3600, allow_inf_nan=False, description="Heartbeat within this."
+        default=30.0,
+        ge=1,
+        le=3600,
+        allow_inf_nan=False,
+        strict=True,
+        description="Heartbeat within this.",
     )
 
 
 class HeldRun(_Body):
     run_id: uuid.UUID
-    token: int = Field(ge=0, le=2**63 - 1)
+    token: int = Field(ge=0, le=2**63 - 1, strict=True)
 
 
 class HeartbeatIn(_Body):
     worker_id: Name
     runs: list[HeldRun] = Field(max_length=1000)
-    lease_seconds: float = Field(default=30.0, ge=1, le=3600, allow_inf_nan=False)
+    lease_seconds: float = Field(default=30.0, ge=1, le=3600, allow_inf_nan=False, strict=True)
 
 
 class CompleteIn(_Body):
     worker_id: Name
     run_id: uuid.UUID
-    token: int = Field(ge=0, le=2**63 - 1, description="The token the claim returned.")
+    token: int = Field(ge=0, le=2**63 - 1, strict=True, description="The token the claim returned.")
     outcome: Literal["succeeded", "failed"]
     error_class: Name | None = None
     error_message: Text | None = None
-    retryable: bool = Field(
+    retryable: Flag = Field(
         default=True, description="False: fail permanently (the run goes dead, no retry)."
     )
     retry_after: Seconds | None = Field(
         default=None, description="Retry after this many seconds instead of the backoff."
     )
+    traceback: LongText | None = Field(
+        default=None,
+        description="A failure's traceback, shown with the attempt (its last 16 KiB are kept).",
+    )
 
 
 # --- responses --------------------------------------------------------------------------------
+
+
+def fields_from(model: type[BaseModel], source: object, /, **given: Any) -> dict[str, Any]:
+    """Keyword arguments for ``model``: each field is ``source``'s attribute of the same name,
+    but for those ``given`` (computed or converted). The response models mirror duetime's
+    dataclasses field for field (a pydantic model per dataclass, for the OpenAPI document)."""
+    return {
+        name: given[name] if name in given else getattr(source, name) for name in model.model_fields
+    }
 
 
 class ScheduleOut(BaseModel):
@@ -302,14 +351,8 @@ class ScheduleOut(BaseModel):
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
-        return cls(
-            kind=s.kind,
-            cron=s.cron,
-            tz=s.tz,
-            at=s.at,
-            every_seconds=None if s.every is None else s.every.total_seconds(),
-            anchor=s.anchor,
-        )
+        every_seconds = None if s.every is None else s.every.total_seconds()
+        return cls(**fields_from(cls, s, every_seconds=every_seconds))
 
 
 class RetryOut(BaseModel):
@@ -326,7 +369,10 @@ class JobOut(BaseModel):
     status: JobStatus
     next_fire_at: datetime | None
     task: str
-    target: dict[str, Any] | None
+    target: dict[str, Any] | None = Field(
+        description=f"The http target; each header value reads {REDACTED!r} (the stored one "
+        "is kept when written back as read)."
+    )
     schedule: ScheduleOut
     payload: Any
     retry: RetryOut
@@ -351,38 +397,16 @@ class JobOut(BaseModel):
     @classmethod
     def of(cls, job: Job) -> JobOut:
         return cls(
-            id=job.id,
-            tenant=job.tenant,
-            name=job.name,
-            status=job.status,
-            next_fire_at=job.next_fire_at,
-            task=job.task,
-            target=job.target,
-            schedule=ScheduleOut.of(job.schedule),
-            payload=job.payload,
-            retry=RetryOut(
-                max_attempts=job.retry.max_attempts,
-                backoff_base=job.retry.backoff_base,
-                backoff_factor=job.retry.backoff_factor,
-                backoff_cap=job.retry.backoff_cap,
-            ),
-            priority=job.priority,
-            jitter=job.jitter,
-            timeout=job.timeout,
-            misfire=job.misfire_policy,
-            misfire_grace=job.misfire_grace,
-            overlap=job.overlap_policy,
-            delivery=job.delivery,
-            queue=job.queue,
-            tags=list(job.tags),
-            metadata=job.metadata,
-            max_concurrency=job.max_concurrency,
-            concurrency_key=job.concurrency_key,
-            max_backfill=job.max_backfill,
-            sla=job.sla,
-            expected_duration=job.expected_duration,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
+            **fields_from(
+                cls,
+                job,
+                target=redact_target(job.target),
+                schedule=ScheduleOut.of(job.schedule),
+                retry=RetryOut(**fields_from(RetryOut, job.retry)),
+                misfire=job.misfire_policy,
+                overlap=job.overlap_policy,
+                tags=list(job.tags),
+            )
         )
 
 
@@ -391,6 +415,8 @@ class JobPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
 
 
+# Each *Out declares its dataclass's fields again: a pydantic model per dataclass, for the
+# OpenAPI document (fields_from fills them by name).
 class AttemptOut(BaseModel):
     number: int
     token: int
@@ -402,22 +428,15 @@ class AttemptOut(BaseModel):
     duration_seconds: float | None
     error_class: str | None
     error_message: str | None
+    traceback: str | None = Field(
+        description="A failed attempt's traceback (at most 16 KiB, its end kept); null otherwise."
+    )
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
         duration = a.duration
-        return cls(
-            number=a.number,
-            token=a.token,
-            worker_id=a.worker_id,
-            outcome=a.outcome,
-            claimed_at=a.claimed_at,
-            started_at=a.started_at,
-            finished_at=a.finished_at,
-            duration_seconds=None if duration is None else duration.total_seconds(),
-            error_class=a.error_class,
-            error_message=a.error_message,
-        )
+        seconds = None if duration is None else duration.total_seconds()
+        return cls(**fields_from(cls, a, duration_seconds=seconds))
 
 
 class RunOut(BaseModel):
@@ -452,36 +471,8 @@ class RunOut(BaseModel):
 
     @classmethod
     def fields_of(cls, run: Run) -> dict[str, Any]:
-        return {
-            "id": run.id,
-            "job_id": run.job_id,
-            "tenant": run.tenant,
-            "job_name": run.job_name,
-            "task": run.task,
-            "queue": run.queue,
-            "state": run.state,
-            "scheduled_for": run.scheduled_for,
-            "available_at": run.available_at,
-            "priority": run.priority,
-            "attempt": run.attempt,
-            "max_attempts": run.max_attempts,
-            "trigger": run.trigger,
-            "idempotency_key": run.idempotency_key,
-            "reason": run.reason,
-            "last_error_class": run.last_error_class,
-            "last_error_message": run.last_error_message,
-            "payload": run.payload,
-            "lease_owner": run.lease_owner,
-            "lease_expires_at": run.lease_expires_at,
-            "claimed_at": run.claimed_at,
-            "started_at": run.started_at,
-            "finished_at": run.finished_at,
-            "replays": run.replays,
-            "progress": run.progress,
-            "progress_message": run.progress_message,
-            "cancel_requested": run.cancel_requested,
-            "created_at": run.created_at,
-        }
+        """RunOut's own fields (not a subclass's), for :class:`RunDetail`."""
+        return fields_from(RunOut, run)
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
@@ -521,6 +512,7 @@ class PreviewOut(BaseModel):
     items: list[OccurrenceOut]
 
 
+# ApiKey's fields as a pydantic model, for the OpenAPI document.
 class KeyOut(BaseModel):
     id: uuid.UUID
     tenant: str
@@ -533,16 +525,8 @@ class KeyOut(BaseModel):
 
     @classmethod
     def fields_of(cls, key: ApiKey) -> dict[str, Any]:
-        return {
-            "id": key.id,
-            "tenant": key.tenant,
-            "role": key.role,
-            "name": key.name,
-            "prefix": key.prefix,
-            "created_at": key.created_at,
-            "revoked_at": key.revoked_at,
-            "last_used_at": key.last_used_at,
-        }
+        """KeyOut's own fields (not a subclass's), for :class:`KeyCreated`."""
+        return fields_from(KeyOut, key)
 
     @classmethod
     def of(cls, key: ApiKey) -> KeyOut:

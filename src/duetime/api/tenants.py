@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from duetime._types import TenantLimits
 from duetime.api.auth import TENANT_PATTERN, Admin
 from duetime.api.endpoint import Endpoint
+from duetime.api.schemas import fields_from
 
 TAG = {"name": "tenants", "description": "Tenant fairness limits (admin)."}
 
@@ -25,16 +26,23 @@ class TenantLimitsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_in_flight: int | None = Field(
-        None, ge=1, le=1_000_000, description="Runs running at once, across all workers."
+        None,
+        ge=1,
+        le=1_000_000,
+        strict=True,  # true is not 1 run, "5" not 5
+        description="Runs running at once, across all workers.",
     )
     max_starts_per_second: float | None = Field(
         None,
         gt=0,
         le=1_000_000,
         allow_inf_nan=False,
+        strict=True,
         description="Run starts per second across all workers (bursts of max(1, rate)).",
     )
-    weight: int = Field(1, ge=1, le=1000, description="Share of each claim among tenants.")
+    weight: int = Field(
+        1, ge=1, le=1000, strict=True, description="Share of each claim among tenants."
+    )
 
 
 class TenantLimitsOut(BaseModel):
@@ -45,12 +53,7 @@ class TenantLimitsOut(BaseModel):
 
     @classmethod
     def of(cls, limits: TenantLimits) -> TenantLimitsOut:
-        return cls(
-            tenant=limits.tenant,
-            max_in_flight=limits.max_in_flight,
-            max_starts_per_second=limits.max_starts_per_second,
-            weight=limits.weight,
-        )
+        return cls(**fields_from(cls, limits))
 
 
 class GetTenantLimits(Endpoint):

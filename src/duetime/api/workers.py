@@ -27,7 +27,7 @@ from duetime.api.schemas import (
     HeartbeatIn,
     HeartbeatOut,
 )
-from duetime.worker.remote import RemoteOutcome
+from duetime.app import RemoteOutcome
 
 
 class ClaimRuns(Endpoint):
@@ -105,6 +105,7 @@ class CompleteRun(Endpoint):
                 outcome=body.outcome,
                 error_class=body.error_class,
                 error_message=body.error_message,
+                traceback=body.traceback,
                 retryable=body.retryable,
                 retry_after=body.retry_after,
             ),

@@ -32,6 +32,14 @@ TenantOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+def command_group(commands: typer.Typer, name: str, help: str) -> typer.Typer:
+    """The group ``duetime <name> …`` (its subcommands are added to it), mounted on a module's
+    ``commands`` (which the root mounts)."""
+    group = typer.Typer(name=name, help=help, no_args_is_help=True)
+    commands.add_typer(group)
+    return group
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -60,10 +68,19 @@ def with_app(
     body: Callable[[AsyncApp], Coroutine[Any, Any, T]],
     *,
     migrate: bool | None = None,
+    create: bool = True,
 ) -> T:
+    """Run ``body`` with the app open on ``db``. A read command passes ``create=False``: it
+    creates no SQLite file or directory (a missing directory is an error; a missing file reads
+    as an empty database)."""
+
     async def go() -> T:
-        async with AsyncApp(settings=settings_for(db), tenant=tenant, migrate=migrate) as app:
+        app = AsyncApp(settings=settings_for(db), tenant=tenant, migrate=migrate)
+        await app.open(create=create)
+        try:
             return await body(app)
+        finally:
+            await app.close()
 
     return run_async(go)
 

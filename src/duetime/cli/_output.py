@@ -5,18 +5,17 @@
 - :func:`print_table` / :func:`print_fields` print rich tables when stdout is a terminal and
   plain, aligned, unwrapped text otherwise (pipes, files, tests).
 - ``parse_*`` read option values and exit with ``error: <option>: <reason>`` (code 2) when
-  they are invalid.
+  they are invalid; durations (``PT3H``, ``90s``, ``1h30m``) are :mod:`duetime._durations`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
@@ -24,7 +23,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from duetime._types import Attempt, Occurrence, RetryPolicy, Run, Schedule, ScheduleKind
+from duetime._durations import parse_duration
+from duetime._redact import redact_target
+from duetime._types import Attempt, Job, Occurrence, RetryPolicy, Run, Schedule, ScheduleKind
 from duetime.cli._common import fail
 
 E = TypeVar("E", bound=enum.Enum)
@@ -66,7 +67,8 @@ def to_jsonable(obj: Any) -> Any:
     seconds (float); UUIDs strings; enums their value; tuples, lists and sets lists. A
     ``Schedule`` is flattened to ``kind/cron/tz/at/every_seconds/anchor``; an ``Occurrence``
     is ``utc/local/dst_note``; an ``Attempt`` also gets ``duration_seconds`` (None if it never
-    started). A ``Page`` is ``{"items": [...], "next_cursor": ...}``.
+    started). A ``Page`` is ``{"items": [...], "next_cursor": ...}``. The header values of a
+    ``Job``'s or ``Run``'s ``target`` read ``"<redacted>"`` (webhook credentials).
     """
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
@@ -87,6 +89,10 @@ def to_jsonable(obj: Any) -> Any:
         if isinstance(obj, Attempt):
             duration = obj.duration
             data["duration_seconds"] = None if duration is None else duration.total_seconds()
+        if isinstance(obj, Job | Run):  # webhook credentials are never shown
+            data["target"] = to_jsonable(redact_target(obj.target))
+        if isinstance(obj, Job):  # what one call did, not the job's state
+            data.pop("created", None)
         return data
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
@@ -134,6 +140,21 @@ def describe_schedule(schedule: Schedule) -> str:
     if kind is ScheduleKind.AT:
         return f"at {show_instant(schedule.at)}"
     return "now"
+
+
+def describe_target(target: Mapping[str, Any] | None) -> str:
+    """``POST https://… (headers Authorization: <redacted>; timeout 30s)``: header values are
+    never shown."""
+    if target is None:
+        return "-"
+    shown = redact_target(target) or {}
+    text = f"{shown.get('method', 'POST')} {shown.get('url', '?')}"
+    details = []
+    if shown.get("headers"):
+        details.append("headers " + ", ".join(f"{k}: {v}" for k, v in shown["headers"].items()))
+    if shown.get("timeout") is not None:
+        details.append(f"timeout {show_seconds(shown['timeout'])}")
+    return f"{text} ({'; '.join(details)})" if details else text
 
 
 def describe_retry(retry: RetryPolicy) -> str:
@@ -229,32 +250,6 @@ def clip(text: str, width: int = 60) -> str:
 
 # --- parsing option values ------------------------------------------------------------------
 
-_ISO_DURATION = re.compile(
-    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
-    re.IGNORECASE,
-)
-_SHORT_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[wdhms])+", re.IGNORECASE)
-_SHORT_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhms])", re.IGNORECASE)
-_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(text: str) -> timedelta | None:
-    """``PT3H``, ``P1DT2H30M``, ``P2W``, ``90s``, ``1h30m`` …; None if ``text`` is none of them."""
-    text = text.strip()
-    iso = _ISO_DURATION.fullmatch(text)
-    if iso and any(iso.groupdict().values()) and not text.upper().endswith("T"):
-        return timedelta(
-            seconds=sum(
-                float(v) * _UNIT_SECONDS[k.lower()] for k, v in iso.groupdict().items() if v
-            )
-        )
-    if _SHORT_DURATION.fullmatch(text):
-        return timedelta(
-            seconds=sum(float(n) * _UNIT_SECONDS[u.lower()] for n, u in _SHORT_PART.findall(text))
-        )
-    return None
-
 
 def parse_instant(text: str, option: str) -> datetime:
     """An ISO 8601 instant with an offset or ``Z``; exits with an error naming ``option``."""
@@ -282,6 +277,18 @@ def parse_when(text: str, option: str) -> datetime | timedelta:
     return parse_instant(text, option)
 
 
+def parse_interval(text: str, option: str) -> float:
+    """Seconds (``30``, ``0.5``) or a duration (``90s``, ``1h30m``, ``PT15M``), in seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    duration = parse_duration(text)
+    if duration is None:
+        fail(f"{option}: {text!r} is neither seconds (30) nor a duration (PT15M, 90s, 1h30m)")
+    return duration.total_seconds()
+
+
 def parse_json_option(text: str | None, option: str) -> Any:
     if text is None:
         return None
@@ -299,6 +306,12 @@ def parse_choice(value: str | None, kind: type[E], option: str) -> E | None:
     except ValueError:
         allowed = ", ".join(str(v.value) for v in kind)
         fail(f"{option}: {value!r} is not one of: {allowed}")
+
+
+CursorOption = Annotated[
+    str | None, typer.Option("--cursor", help="Continue after the page that printed this cursor.")
+]
+"""``--cursor``, of every command that lists a page (with ``--limit``, see :func:`check_limit`)."""
 
 
 def check_limit(limit: int, option: str = "--limit", maximum: int = 1000) -> None:

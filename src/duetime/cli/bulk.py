@@ -21,12 +21,14 @@ from typing import IO, Annotated, Any
 import orjson
 import typer
 
+from duetime._durations import parse_duration
 from duetime._types import RetryPolicy
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, TenantOption, fail, with_app
-from duetime.cli._output import parse_duration
-from duetime.cli.jobs import jobs
 from duetime.errors import ValidationError
+
+commands = typer.Typer()
+"""Mounted into ``duetime jobs`` by the root."""
 
 
 def _instant(value: Any, field: str) -> Any:
@@ -95,7 +97,7 @@ def _explain(error: ValidationError, lines: _Lines) -> str:
     return str(error)
 
 
-@jobs.command("import")
+@commands.command("import")
 def import_jobs(
     file: Annotated[
         str,

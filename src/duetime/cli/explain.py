@@ -17,11 +17,12 @@ from duetime.cli._output import (
     show_local,
     to_jsonable,
 )
-from duetime.cli._root import cli
 from duetime.explain import Explanation
 
+commands = typer.Typer()
 
-@cli.command("explain")
+
+@commands.command("explain")
 def explain(
     job: Annotated[str, typer.Argument(metavar="JOB", help="The job's name or id.")],
     last: Annotated[int, typer.Option("--last", help="How many past occurrences (1-100).")] = 10,
@@ -39,7 +40,7 @@ def explain(
     async def body(app: AsyncApp) -> Explanation:
         return await app.explain(job, last=last, count=count)
 
-    result = with_app(db, tenant, body)
+    result = with_app(db, tenant, body, create=False)
     if as_json:
         data = to_jsonable(result)
         for item, report in zip(data["last"], result.last, strict=True):

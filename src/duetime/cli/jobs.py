@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
-from duetime._types import Job, JobStatus, Occurrence, RetryPolicy, Run
-from duetime.app import AsyncApp
-from duetime.cli._common import DbOption, JsonOption, TenantOption, fail, print_json, with_app
+from duetime._types import Job, JobStatus, Occurrence, Page, RetryPolicy, Run
+from duetime.app import AsyncApp, JobChanges, RetryChanges
+from duetime.cli._common import (  # an import list like other modules': not logic
+    DbOption,
+    JsonOption,
+    TenantOption,
+    command_group,
+    fail,
+    print_json,
+    with_app,
+)
 from duetime.cli._output import (
+    CursorOption,
     check_limit,
     compact_json,
     describe_retry,
     describe_run_error,
     describe_schedule,
+    describe_target,
     parse_choice,
+    parse_interval,
     parse_json_option,
     parse_when,
     print_fields,
@@ -26,15 +39,31 @@ from duetime.cli._output import (
     show_seconds,
     to_jsonable,
 )
-from duetime.cli._root import cli
-from duetime.errors import NotFound, ValidationError
+from duetime.errors import ValidationError
 from duetime.schedules import preview as preview_schedule
-from duetime.store.base import JobRef
 
-jobs = typer.Typer(name="jobs", help="Create, inspect and control jobs.", no_args_is_help=True)
-cli.add_typer(jobs, name="jobs")
+commands = typer.Typer()
+jobs = command_group(commands, "jobs", "Create, inspect and control jobs.")
 
 JobArg = Annotated[str, typer.Argument(metavar="NAME_OR_ID", help="Job name or id.")]
+# What ``jobs add`` and ``jobs update`` share: the same flag and help (``update``'s default to
+# None, "keep the job's value"; an option object serves both types, typer copies it per use).
+_TASK = typer.Option("--task", help="Task the job runs.")
+_PRIORITY = typer.Option("--priority", help="Higher runs first.")
+_MISFIRE = typer.Option("--misfire", help="Missed fires: skip, fire_once or backfill.")
+_QUEUE = typer.Option("--queue", help="Queue the runs go to.")
+PayloadOption = Annotated[
+    str | None, typer.Option("--payload", metavar="JSON", help="JSON given to the task.")
+]
+MaxAttemptsOption = Annotated[
+    int | None, typer.Option("--max-attempts", help="Attempts per run, counting the first.")
+]
+TimeoutOption = Annotated[
+    float | None, typer.Option("--timeout", metavar="SECONDS", help="Per-attempt time limit.")
+]
+AllowUnregisteredOption = Annotated[
+    bool, typer.Option("--allow-unregistered", help="Accept a task no worker has registered yet.")
+]
 NEXT_FIRES_SHOWN = 5
 RUNS_SHOWN = 10
 
@@ -55,6 +84,36 @@ def _job_summary(job: Job) -> list[tuple[str, Any]]:
     ]
 
 
+def _save(
+    db: str | None,
+    tenant: str,
+    as_json: bool,
+    task: str | None,
+    save: Callable[[AsyncApp], Coroutine[Any, Any, Job]],
+    done: Callable[[Job], str],
+) -> None:
+    """Create or change a job (``jobs add``, ``jobs update``) and print it, saying what was
+    ``done``; an unknown task exits with the CLI's wording (naming --allow-unregistered)."""
+
+    async def body(app: AsyncApp) -> Job:
+        try:
+            return await save(app)
+        except ValidationError as exc:
+            if exc.field == "task" and "unknown task" in exc.reason:
+                fail(
+                    f"task: unknown task {task!r}: no worker has registered it (start a "
+                    "worker that serves it first, or pass --allow-unregistered)"
+                )
+            raise
+
+    job = with_app(db, tenant, body)
+    if as_json:
+        print_json(to_jsonable(job))
+        return
+    typer.echo(f"{done(job)} job {job.name!r}")
+    print_fields(_job_summary(job))
+
+
 # --- add --------------------------------------------------------------------------------------
 
 
@@ -63,7 +122,7 @@ def add(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Job name (unique within the tenant).")
     ],
-    task: Annotated[str, typer.Option("--task", help="Task the job runs.")],
+    task: Annotated[str, _TASK],
     cron: Annotated[
         str | None, typer.Option("--cron", help="Cron expression, e.g. '*/5 * * * *' (in --tz).")
     ] = None,
@@ -77,37 +136,37 @@ def add(
         ),
     ] = None,
     every: Annotated[
-        float | None,
-        typer.Option("--every", metavar="SECONDS", help="Run every SECONDS, starting now."),
+        str | None,
+        typer.Option(
+            "--every",
+            metavar="SECONDS",
+            help="Run every SECONDS (or a duration: 90s, 1h30m, PT15M), starting now.",
+        ),
     ] = None,
     now: Annotated[bool, typer.Option("--now", help="One run, now.")] = False,
-    payload: Annotated[
-        str | None, typer.Option("--payload", metavar="JSON", help="JSON given to the task.")
-    ] = None,
-    max_attempts: Annotated[
-        int | None, typer.Option("--max-attempts", help="Attempts per run, counting the first.")
-    ] = None,
+    payload: PayloadOption = None,
+    max_attempts: MaxAttemptsOption = None,
     backoff_base: Annotated[
         float | None,
         typer.Option(
             "--backoff-base", metavar="SECONDS", help="First retry delay (exponential, jittered)."
         ),
     ] = None,
-    priority: Annotated[int, typer.Option("--priority", help="Higher runs first.")] = 0,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", metavar="SECONDS", help="Per-attempt time limit.")
-    ] = None,
-    misfire: Annotated[
-        str, typer.Option("--misfire", help="Missed fires: skip, fire_once or backfill.")
-    ] = "fire_once",
-    queue: Annotated[str, typer.Option("--queue", help="Queue the runs go to.")] = "default",
+    priority: Annotated[int, _PRIORITY] = 0,
+    timeout: TimeoutOption = None,
+    misfire: Annotated[str, _MISFIRE] = "fire_once",
+    queue: Annotated[str, _QUEUE] = "default",
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="Tag the job (repeatable).")
     ] = None,
-    allow_unregistered: Annotated[
+    allow_past: Annotated[
         bool,
-        typer.Option("--allow-unregistered", help="Accept a task no worker has registered yet."),
+        typer.Option(
+            "--allow-past",
+            help="Accept an --at further in the past than the misfire grace (runs at once).",
+        ),
     ] = False,
+    allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
@@ -115,9 +174,10 @@ def add(
     """Create a job, or update the job of that name. Give exactly one of --cron, --at, --every
     or --now."""
     when = None if at is None else parse_when(at, "--at")
+    interval = None if every is None else parse_interval(every, "--every")
     data = parse_json_option(payload, "--payload")
 
-    async def body(app: AsyncApp) -> tuple[Job, bool]:
+    async def body(app: AsyncApp) -> Job:
         retry = None
         if max_attempts is not None or backoff_base is not None:
             s = app.settings
@@ -127,44 +187,26 @@ def add(
                 backoff_factor=s.backoff_factor,
                 backoff_cap=s.backoff_cap,
             )
-        try:
-            await app.store.job_get(JobRef(tenant=app.tenant, name=name))
-            existed = True
-        except NotFound:
-            existed = False
-        try:
-            job = await app.schedule(
-                name,
-                task=task,
-                cron=cron,
-                at=when,
-                every=every,
-                now=now,
-                tz=tz,
-                payload=data,
-                retry=retry,
-                priority=priority,
-                timeout=timeout,
-                misfire=misfire,
-                queue=queue,
-                tags=tag or (),
-                allow_unregistered=allow_unregistered,
-            )
-        except ValidationError as exc:
-            if exc.field == "task" and "unknown task" in exc.reason:
-                fail(
-                    f"task: unknown task {task!r}: no worker has registered it (start a "
-                    "worker that serves it first, or pass --allow-unregistered)"
-                )
-            raise
-        return job, not existed
+        return await app.schedule(
+            name,
+            task=task,
+            cron=cron,
+            at=when,
+            every=interval,
+            now=now,
+            tz=tz,
+            payload=data,
+            retry=retry,
+            priority=priority,
+            timeout=timeout,
+            misfire=misfire,
+            queue=queue,
+            tags=tag or (),
+            allow_past=allow_past,
+            allow_unregistered=allow_unregistered,
+        )
 
-    job, created = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(job))
-        return
-    typer.echo(f"{'created' if created else 'updated'} job {job.name!r}")
-    print_fields(_job_summary(job))
+    _save(db, tenant, as_json, task, body, lambda job: "created" if job.created else "updated")
 
 
 # --- list -------------------------------------------------------------------------------------
@@ -183,10 +225,7 @@ def list_jobs(
     ] = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only jobs with this tag.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Jobs per page (1-1000).")] = 100,
-    cursor: Annotated[
-        str | None,
-        typer.Option("--cursor", help="Continue after the page that printed this cursor."),
-    ] = None,
+    cursor: CursorOption = None,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
@@ -195,12 +234,12 @@ def list_jobs(
     wanted = parse_choice(status, JobStatus, "--status")
     check_limit(limit)
 
-    async def body(app: AsyncApp) -> Any:
-        return await app.list(
+    async def body(app: AsyncApp) -> Page[Job]:
+        return await app.jobs.find(
             status=wanted, name_prefix=prefix, tag=tag, limit=limit, cursor=cursor
         )
 
-    page = with_app(db, tenant, body)
+    page = with_app(db, tenant, body, create=False)
     if as_json:
         print_json(to_jsonable(page))
         return
@@ -247,7 +286,7 @@ def show(
         runs = await app.runs(found.id, limit=RUNS_SHOWN)
         return found, _next_fires(found, NEXT_FIRES_SHOWN), runs.items
 
-    found, fires, runs = with_app(db, tenant, body)
+    found, fires, runs = with_app(db, tenant, body, create=False)
     if as_json:
         print_json(
             {"job": to_jsonable(found), "next_fires": to_jsonable(fires), "runs": to_jsonable(runs)}
@@ -256,6 +295,7 @@ def show(
     print_fields(
         [
             *_job_summary(found),
+            *([("target", describe_target(found.target))] if found.target is not None else []),
             ("tenant", found.tenant),
             ("payload", compact_json(found.payload)),
             ("priority", found.priority),
@@ -300,44 +340,56 @@ def show(
 # --- status changes ---------------------------------------------------------------------------
 
 
-def _set_status(action: str, job: str, db: str | None, tenant: str, as_json: bool) -> None:
-    async def body(app: AsyncApp) -> Job:
-        return await getattr(app, action)(job)
+def _status_command(action: Literal["pause", "resume", "cancel"], doc: str) -> Callable[..., None]:
+    """The command ``jobs <action>``: one job's status change, printed (or as JSON)."""
 
-    changed = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(changed))
-    else:
-        typer.echo(_job_line(changed))
+    def command(
+        job: JobArg,
+        db: DbOption = None,
+        tenant: TenantOption = "default",
+        as_json: JsonOption = False,
+    ) -> None:
+        async def body(app: AsyncApp) -> Job:
+            change = {"pause": app.pause, "resume": app.resume, "cancel": app.cancel}[action]
+            return await change(job)
 
+        changed = with_app(db, tenant, body)
+        if as_json:
+            print_json(to_jsonable(changed))
+        else:
+            typer.echo(_job_line(changed))
 
-@jobs.command("pause")
-def pause(
-    job: JobArg, db: DbOption = None, tenant: TenantOption = "default", as_json: JsonOption = False
-) -> None:
-    """Stop scheduling new runs (manual triggers still work)."""
-    _set_status("pause", job, db, tenant, as_json)
-
-
-@jobs.command("resume")
-def resume(
-    job: JobArg, db: DbOption = None, tenant: TenantOption = "default", as_json: JsonOption = False
-) -> None:
-    """Schedule again from the next occurrence (fires missed while paused are skipped)."""
-    _set_status("resume", job, db, tenant, as_json)
+    command.__name__ = command.__qualname__ = action
+    command.__doc__ = doc
+    return jobs.command(action)(command)
 
 
-@jobs.command("cancel")
-def cancel(
-    job: JobArg, db: DbOption = None, tenant: TenantOption = "default", as_json: JsonOption = False
-) -> None:
-    """Stop the job for good (it stays listed; runs not yet started are skipped)."""
-    _set_status("cancel", job, db, tenant, as_json)
+pause = _status_command("pause", "Stop scheduling new runs (manual triggers still work).")
+resume = _status_command(
+    "resume", "Schedule again from the next occurrence (fires missed while paused are skipped)."
+)
+cancel = _status_command(
+    "cancel", "Stop the job for good (it stays listed; runs not yet started are skipped)."
+)
 
 
 @jobs.command("delete")
-def delete(job: JobArg, db: DbOption = None, tenant: TenantOption = "default") -> None:
-    """Delete the job and its history."""
+def delete(
+    job: JobArg,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask (needed without a terminal).")
+    ] = False,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+) -> None:
+    """Delete the job and its history (asks first unless --yes)."""
+    if not yes:
+        if not sys.stdin.isatty():
+            typer.echo(f"refusing to delete job {job!r} without a terminal: give --yes", err=True)
+            raise typer.Exit(2)
+        if not typer.confirm(f"Delete job {job!r} and all its history?", default=False):
+            typer.echo("not deleted", err=True)
+            raise typer.Exit(1)
 
     async def body(app: AsyncApp) -> None:
         await app.delete(job)
@@ -349,6 +401,7 @@ def delete(job: JobArg, db: DbOption = None, tenant: TenantOption = "default") -
 # --- trigger ----------------------------------------------------------------------------------
 
 
+# (every command's signature ends in the same --db/--tenant/--json options: typer reads them there)
 @jobs.command("trigger")
 def trigger(
     job: JobArg,
@@ -376,3 +429,86 @@ def trigger(
         print_json(to_jsonable(run))
     else:
         typer.echo(str(run.id))
+
+
+# --- update -----------------------------------------------------------------------------------
+
+
+# Its options are add's again, with None for "keep": typer reads each command's options from
+# its own signature (the option objects themselves are shared, above).
+@jobs.command("update")
+def update(
+    job: JobArg,
+    task: Annotated[str | None, _TASK] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="New schedule: a cron expression (in --tz).")
+    ] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA time zone of the schedule.")] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="New schedule: one run at an ISO 8601 instant or after a delay."),
+    ] = None,
+    every: Annotated[
+        str | None,
+        typer.Option("--every", metavar="SECONDS", help="New schedule: every SECONDS (or 90s)."),
+    ] = None,
+    now: Annotated[bool, typer.Option("--now", help="New schedule: one run, now.")] = False,
+    payload: PayloadOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    backoff_base: Annotated[
+        float | None,
+        typer.Option("--backoff-base", metavar="SECONDS", help="First retry delay."),
+    ] = None,
+    priority: Annotated[int | None, _PRIORITY] = None,
+    timeout: TimeoutOption = None,
+    misfire: Annotated[str | None, _MISFIRE] = None,
+    queue: Annotated[str | None, _QUEUE] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Replace the tags (repeatable).")
+    ] = None,
+    allow_unregistered: AllowUnregisteredOption = False,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Change some settings of a job, atomically; the others keep their values. --cron, --at,
+    --every or --now replace the schedule (runs not yet started are skipped)."""
+    changes: JobChanges = {}
+    if task is not None:
+        changes["task"] = task
+    if cron is not None:
+        changes["cron"] = cron
+    if tz is not None:
+        changes["tz"] = tz
+    if at is not None:
+        changes["at"] = parse_when(at, "--at")
+    if every is not None:
+        changes["every"] = parse_interval(every, "--every")
+    if now:
+        changes["now"] = True
+    if payload is not None:
+        changes["payload"] = parse_json_option(payload, "--payload")
+    retry: RetryChanges = {}
+    if max_attempts is not None:
+        retry["max_attempts"] = max_attempts
+    if backoff_base is not None:
+        retry["backoff_base"] = backoff_base
+    if retry:
+        changes["retry"] = retry
+    if priority is not None:
+        changes["priority"] = priority
+    if timeout is not None:
+        changes["timeout"] = timeout
+    if misfire is not None:
+        changes["misfire"] = misfire
+    if queue is not None:
+        changes["queue"] = queue
+    if tag is not None:
+        changes["tags"] = tag
+    if not changes:
+        fail("nothing to change: give at least one option (see --help)")
+
+    async def body(app: AsyncApp) -> Job:
+        return await app.update_job(job, allow_unregistered=allow_unregistered, **changes)
+
+    _save(db, tenant, as_json, task, body, lambda _: "updated")

@@ -9,16 +9,13 @@ import typer
 
 from duetime._types import ApiKey, ApiRole
 from duetime.app import AsyncApp
-from duetime.cli._common import DbOption, JsonOption, print_json, with_app
+from duetime.cli._common import DbOption, JsonOption, command_group, print_json, with_app
 from duetime.cli._output import parse_choice, print_fields, print_table, show_instant, to_jsonable
-from duetime.cli._root import cli
 
-keys = typer.Typer(
-    name="keys",
-    help="API keys of the REST API: create (the secret is shown once), list, revoke.",
-    no_args_is_help=True,
+commands = typer.Typer()
+keys = command_group(
+    commands, "keys", "API keys of the REST API: create (the secret is shown once), list, revoke."
 )
-cli.add_typer(keys, name="keys")
 
 
 @keys.command("create")
@@ -75,7 +72,7 @@ def list_keys(
     async def body(app: AsyncApp) -> list[ApiKey]:
         return await app.keys(all_tenants=tenant is None)
 
-    found = with_app(db, tenant or "default", body)
+    found = with_app(db, tenant or "default", body, create=False)
     if as_json:
         print_json({"items": to_jsonable(found)})
         return

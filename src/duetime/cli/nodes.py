@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import typer
@@ -10,21 +11,29 @@ from duetime._types import Leadership, NodeInfo
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, JsonOption, print_json, with_app
 from duetime.cli._output import to_jsonable
-from duetime.cli._root import cli
+
+commands = typer.Typer()
 
 
-@cli.command()
+@commands.command()
 def nodes(db: DbOption = None, json: JsonOption = False) -> None:
     """List nodes (roles, partitions, last heartbeat) and the current leader."""
 
-    async def body(app: AsyncApp) -> tuple[list[NodeInfo], Leadership | None]:
-        return await app.nodes()
+    async def body(app: AsyncApp) -> tuple[list[NodeInfo], Leadership | None, datetime]:
+        listed, leader = await app.nodes()
+        return listed, leader, app.clock.now()
 
-    listed, leader = with_app(db, "default", body)
+    listed, leader, now = with_app(db, "default", body, create=False)
     if json:
         print_json({"nodes": to_jsonable(listed), "leader": to_jsonable(leader)})
         return
-    if leader is None:
+    if leader is not None and leader.expires_at <= now:  # the last leader stopped: none leads
+        typer.echo(
+            f"leader: none (the last, {leader.node_id}, term {leader.term}, expired "
+            f"{leader.expires_at.isoformat()})"
+        )
+        leader = None
+    elif leader is None:
         typer.echo("leader: none")
     else:
         typer.echo(

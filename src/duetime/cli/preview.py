@@ -18,7 +18,6 @@ from duetime.cli._output import (
     show_instant,
     show_local,
 )
-from duetime.cli._root import cli
 from duetime.errors import DuetimeError
 from duetime.schedules import preview as preview_schedule
 from duetime.schedules import validate_schedule
@@ -36,7 +35,10 @@ UnusedTenant = Annotated[
 ]
 
 
-@cli.command("preview")
+commands = typer.Typer()
+
+
+@commands.command("preview")
 def preview(
     expression: Annotated[
         str | None,
@@ -75,7 +77,7 @@ def preview(
         async def body(app: AsyncApp) -> Schedule:
             return (await app.get(job)).schedule
 
-        schedule = with_app(db, tenant, body)
+        schedule = with_app(db, tenant, body, create=False)
         tz = schedule.tz
     else:
         assert expression is not None

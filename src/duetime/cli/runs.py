@@ -10,8 +10,17 @@ import typer
 
 from duetime._types import Attempt, Page, Run, RunState
 from duetime.app import AsyncApp
-from duetime.cli._common import DbOption, JsonOption, TenantOption, fail, print_json, with_app
+from duetime.cli._common import (
+    DbOption,
+    JsonOption,
+    TenantOption,
+    command_group,
+    fail,
+    print_json,
+    with_app,
+)
 from duetime.cli._output import (
+    CursorOption,
     check_limit,
     clip,
     compact_json,
@@ -24,22 +33,15 @@ from duetime.cli._output import (
     show_instant,
     to_jsonable,
 )
-from duetime.cli._root import cli
 
-runs = typer.Typer(name="runs", help="Inspect and cancel runs.", no_args_is_help=True)
-dlq = typer.Typer(
-    name="dlq",
-    help="The dead-letter queue: runs out of attempts, or failed permanently.",
-    no_args_is_help=True,
+commands = typer.Typer()
+runs = command_group(commands, "runs", "Inspect and cancel runs.")
+dlq = command_group(
+    commands, "dlq", "The dead-letter queue: runs out of attempts, or failed permanently."
 )
-cli.add_typer(runs, name="runs")
-cli.add_typer(dlq, name="dlq")
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")]
 LimitOption = Annotated[int, typer.Option("--limit", help="Runs per page (1-1000).")]
-CursorOption = Annotated[
-    str | None, typer.Option("--cursor", help="Continue after the page that printed this cursor.")
-]
 
 
 def _more(page: Page[Any]) -> None:
@@ -76,7 +78,7 @@ def list_runs(
     async def body(app: AsyncApp) -> Page[Run]:
         return await app.runs(job, state=wanted, limit=limit, cursor=cursor)
 
-    page = with_app(db, tenant, body)
+    page = with_app(db, tenant, body, create=False)
     if as_json:
         print_json(to_jsonable(page))
         return
@@ -106,12 +108,12 @@ def show_run(
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """A run and its attempts (worker, start, end, duration, outcome, error)."""
+    """A run and its attempts (worker, start, end, duration, outcome, error, traceback)."""
 
     async def body(app: AsyncApp) -> tuple[Run, list[Attempt]]:
         return await app.run(run_id), await app.attempts(run_id)
 
-    run, attempts = with_app(db, tenant, body)
+    run, attempts = with_app(db, tenant, body, create=False)
     if as_json:
         print_json({"run": to_jsonable(run), "attempts": to_jsonable(attempts)})
         return
@@ -160,8 +162,13 @@ def show_run(
         title="attempts",
         empty="attempts: none finished yet",
     )
+    for a in attempts:  # a failed attempt's traceback, as Python printed it (issue 17)
+        if a.traceback:
+            typer.echo(f"\nattempt {a.number} traceback:")
+            typer.echo(a.traceback.rstrip("\n"))
 
 
+# the same arguments as show_run's: typer reads each command's options from its own signature
 @runs.command("cancel")
 def cancel_run(
     run_id: RunArg,
@@ -198,7 +205,7 @@ def list_dead(
     async def body(app: AsyncApp) -> Page[Run]:
         return await app.dead_letters(limit=limit, cursor=cursor)
 
-    page = with_app(db, tenant, body)
+    page = with_app(db, tenant, body, create=False)
     if as_json:
         print_json(to_jsonable(page))
         return

@@ -8,16 +8,15 @@ import typer
 
 from duetime._types import TenantLimits, TenantQueueStats
 from duetime.app import AsyncApp
-from duetime.cli._common import DbOption, JsonOption, print_json, with_app
+from duetime.cli._common import DbOption, JsonOption, command_group, print_json, with_app
 from duetime.cli._output import print_fields, print_table, to_jsonable
-from duetime.cli._root import cli
 
-tenants = typer.Typer(
-    name="tenants",
-    help="Tenant fairness: in-flight and start-rate quotas, weights, and what waits.",
-    no_args_is_help=True,
+commands = typer.Typer()
+tenants = command_group(
+    commands,
+    "tenants",
+    "Tenant fairness: in-flight and start-rate quotas, weights, and what waits.",
 )
-cli.add_typer(tenants, name="tenants")
 
 
 def _limit(value: Any) -> str:
@@ -102,7 +101,7 @@ def show(
             known.setdefault(s.tenant, TenantLimits(s.tenant))
         return [known[t] for t in sorted(known)], stats
 
-    limits, stats = with_app(db, "default", body)
+    limits, stats = with_app(db, "default", body, create=False)
     if as_json:
         found = {lim.tenant: {**to_jsonable(lim), "queues": []} for lim in limits}
         for s in stats:

@@ -347,6 +347,10 @@ async function jobDetail(view, id) {
     ["id", job.id], ["status", state(job.status)], ["schedule", describeSchedule(job.schedule)],
     ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_fire_at)],
     ["task", job.target ? `${job.task} → ${job.target.url}` : job.task],
+    // header values come redacted from the API ("<redacted>"): names only, never credentials
+    ...(job.target && Object.keys(job.target.headers || {}).length
+      ? [["headers", Object.entries(job.target.headers).map(([k, v]) => `${k}: ${v}`).join(", ")]]
+      : []),
     ["retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.backoff_base}s ×${job.retry.backoff_factor} (cap ${job.retry.backoff_cap}s)`],
     ["policies", `misfire ${job.misfire} (grace ${job.misfire_grace}s), overlap ${job.overlap}, ${job.delivery}`],
     ["timeout", job.timeout === null ? "none" : `${job.timeout}s`],
@@ -437,6 +441,10 @@ async function runDetail(view, id) {
       h("td", { class: "num" }, a.number), h("td", {}, state(a.outcome)), h("td", {}, a.worker_id),
       h("td", {}, fmtInstant(a.started_at)), h("td", {}, fmtSeconds(a.duration_seconds)),
       h("td", {}, [a.error_class, a.error_message].filter(Boolean).join(": ")))), "no attempt yet"),
+    ...(run.attempts || []).filter((a) => a.traceback).flatMap((a) => [
+      h("h3", {}, `Attempt ${a.number} traceback`),
+      h("pre", { class: "traceback", "data-attempt": a.number }, a.traceback),
+    ]),
   );
 }
 

@@ -38,6 +38,7 @@ class NodePresence:
         self.partitions = partitions
 
     async def register(self) -> None:
+        # the worker's _register has this shape on purpose: a node and a worker are other records
         now = await self.store.db_now()
         await self.store.node_register(
             NodeInfo(

@@ -3,15 +3,15 @@ scheduler is falling behind, no worker serves a task that has due runs.
 
 Each pass (``run_once``, every ``alert_interval``) reads the facts from the store, turns them
 into conditions (:func:`evaluate`, pure), and reconciles them with the incidents kept in the
-store — one open incident per (kind, subject): a condition with no open incident opens one, an
-open incident whose condition is gone is resolved. Those writes are fenced by the leader's term,
-and an incident is opened (or resolved) once whoever leads, so a failover neither repeats nor
-loses one. Each opening and resolution is logged once (by the leader that wrote it), and its
-message is delivered to every webhook in ``alert_webhooks`` — JSON, signed like webhook
-targets (``Duetime-Signature``), with ``Idempotency-Key: <incident id>:<event>`` — "fired"
-before "resolved", retried with backoff until every webhook took it. A leader that dies between
-sending and recording a delivery makes the next leader send it again: receivers dedupe on the
-idempotency key.
+store — one open incident per (kind, tenant, subject): a condition with no open incident opens
+one, an open incident whose condition is gone is resolved. Those writes are fenced by the
+leader's term, and an incident is opened (or resolved) once whoever leads, so a failover
+neither repeats nor loses one. Each opening and resolution is logged once (by the leader that
+wrote it), and its message is delivered to every webhook in ``alert_webhooks`` — JSON, signed
+like webhook targets (``Duetime-Signature``), with ``Idempotency-Key: <incident id>:<event>`` —
+"fired" before "resolved", retried with backoff until every webhook took it. A leader that dies
+between sending and recording a delivery makes the next leader send it again: receivers dedupe
+on the idempotency key.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from duetime import _json
 from duetime._config import Settings
-from duetime._observe import (
+from duetime._monitoring import (
     AlertCondition,
     AlertFacts,
     AlertKind,
@@ -165,15 +165,17 @@ def evaluate(facts: AlertFacts, settings: Settings) -> list[AlertCondition]:
                 },
             )
         )
-    unserved: dict[str, list[Any]] = {}
+    # One incident per (tenant, task): a tenant's alert names only its own task, and a task
+    # counts as served for a tenant by the installation's workers or that tenant's own.
+    unserved: dict[tuple[str, str], list[Any]] = {}
     for task_due in stats.tasks_due:
-        if task_due.task in served:
+        if task_due.task in stats.served_tasks(task_due.tenant):
             continue
-        entry = unserved.setdefault(task_due.task, [0, task_due.oldest_due_at, set()])
+        key = (task_due.tenant, task_due.task)
+        entry = unserved.setdefault(key, [0, task_due.oldest_due_at])
         entry[0] += task_due.due
         entry[1] = min(entry[1], task_due.oldest_due_at)
-        entry[2].add(task_due.tenant)
-    for task, (count, oldest, tenants) in sorted(unserved.items()):
+    for (tenant, task), (count, oldest) in sorted(unserved.items()):
         age = _age(now, oldest)
         if age <= settings.alert_no_worker_after:
             continue
@@ -181,9 +183,10 @@ def evaluate(facts: AlertFacts, settings: Settings) -> list[AlertCondition]:
             AlertCondition(
                 AlertKind.NO_WORKER,
                 task,
-                f"no live worker serves task {task!r}: {count} run(s) due, the oldest for "
-                f"{age:.0f}s",
-                details={"task": task, "due_runs": count, "tenants": sorted(tenants)},
+                f"no live worker serves task {task!r} of tenant {tenant}: {count} run(s) due, "
+                f"the oldest for {age:.0f}s",
+                tenant=tenant,
+                details={"task": task, "due_runs": count},
             )
         )
     return out
@@ -252,13 +255,13 @@ class AlertEvaluator:
             )
             if len(rows) >= FACTS_LIMIT
         }
-        active = {(c.kind, c.subject) for c in conditions}
-        open_keys = {(i.kind, i.subject) for i in firing}
-        to_open = [c for c in conditions if (c.kind, c.subject) not in open_keys]
+        active = {(c.kind, c.tenant, c.subject) for c in conditions}
+        open_keys = {(i.kind, i.tenant, i.subject) for i in firing}
+        to_open = [c for c in conditions if (c.kind, c.tenant, c.subject) not in open_keys]
         to_resolve = [
             (i.id, _RESOLUTIONS[i.kind])
             for i in firing
-            if (i.kind, i.subject) not in active and i.kind not in truncated
+            if (i.kind, i.tenant, i.subject) not in active and i.kind not in truncated
         ]
         opened: list[Incident] = []
         resolved: list[Incident] = []
@@ -347,6 +350,7 @@ class AlertEvaluator:
         self, url: str, body: bytes, incident: Incident, event: IncidentEvent
     ) -> str | None:
         """POST one message; None on a 2xx, else what went wrong."""
+        # like targets/http.py's signed POST on purpose: own headers, session and error text
         import aiohttp
 
         if self._session is None or self._session.closed:

@@ -1,28 +1,70 @@
 """The scheduler loop: materialize due occurrences into runs, tick after tick.
 
 Safe with any number of schedulers at once: the store locks due jobs with SKIP LOCKED and the
-database refuses a second run for the same (job, instant).
+database refuses a second run for the same (job, instant). Each batch is one store transaction
+(:func:`materialize`): lock the due jobs, ask the planner (pure) what each owes, insert the
+runs, record the skips, advance the jobs — the scheduler decides, the store stores.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
 from duetime._types import Job
 from duetime.metrics import Metrics, metrics
 from duetime.scheduler.planner import plan_job
-from duetime.store.base import JobPlan, MaterializeResult, RunsMaterializeParams, Store
+from duetime.store.base import JobPlan, JobsDueParams, Store
 
 log = logging.getLogger("duetime.scheduler")
 
 
 PACE_AHEAD = 2.0
 """Ticks ahead of now beyond which a batch's occurrences are paced (see ``run_once``)."""
+
+
+Planner = Callable[[Job, datetime, datetime], JobPlan]
+"""``planner(job, now, horizon_end)``: pure, no I/O (``scheduler/planner.py`` ``plan_job``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MaterializeResult:
+    jobs: int
+    runs_created: int
+    skips: int
+    now: datetime
+
+
+async def materialize(
+    store: Store,
+    planner: Planner,
+    *,
+    horizon: float,
+    limit: int = 500,
+    now: datetime | None = None,
+    partitions: tuple[int, int] | None = None,
+) -> MaterializeResult:
+    """One batch, in one transaction: lock up to ``limit`` active jobs with ``next_fire_at <=
+    now + horizon`` (skipping jobs another scheduler holds; ``partitions``: the inclusive range
+    of partition keys served, None = all), ask ``planner`` what to do with each, insert the runs
+    (existing occurrences are left alone), record the skips and advance ``next_fire_at``. Four
+    statements per batch, whatever its size."""
+    async with store.transaction() as tx:
+        at = await tx.now(now)
+        until = at + timedelta(seconds=horizon)
+        jobs = await tx.jobs_lock_due(JobsDueParams(until, limit, partitions))
+        plans = [(job, planner(job, at, until)) for job in jobs]
+        created = await tx.runs_insert_planned(
+            [(job, run) for job, plan in plans for run in plan.runs]
+        )
+        skips = await tx.skips_insert([(job.id, s) for job, plan in plans for s in plan.skips])
+        await tx.jobs_advance([(job.id, plan.next_fire_at) for job, plan in plans])
+    return MaterializeResult(jobs=len(jobs), runs_created=created, skips=skips, now=at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +112,12 @@ class Materializer:
         while True:
             began = loop.time()
             planner = _RecordingPlanner()
-            result: MaterializeResult = await self.store.runs_materialize(
-                RunsMaterializeParams(
-                    planner=planner,
-                    horizon=self.settings.scheduler_horizon,
-                    limit=self.settings.scheduler_batch,
-                    partitions=self.partitions,
-                )
+            result = await materialize(
+                self.store,
+                planner,
+                horizon=self.settings.scheduler_horizon,
+                limit=self.settings.scheduler_batch,
+                partitions=self.partitions,
             )
             self._observe(planner.planned)
             jobs += result.jobs

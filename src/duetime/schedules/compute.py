@@ -129,6 +129,7 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
     - ``cron``: the first occurrence strictly after ``now``; None if it never fires.
     """
     now = to_utc(now, "now")
+    # the dispatch of next_fire_after on purpose, with the first-fire rules of each kind
     kind = schedule.kind
     if kind is ScheduleKind.CRON:
         return _cron(schedule).next_after(now)

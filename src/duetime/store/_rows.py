@@ -10,7 +10,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from duetime import _json
 from duetime._types import (
@@ -36,8 +36,8 @@ from duetime._types import (
     WorkerInfo,
     job_hash_seed,
 )
-from duetime.store._fairness import FairItem, TenantQuota, bucket_refill
-from duetime.store._overlap import Candidate
+from duetime.policies.fairness import FairItem, TenantQuota, bucket_refill
+from duetime.policies.overlap import Candidate
 from duetime.store.base import ClaimedRun, PlannedSkip
 
 Row = Mapping[str, Any]
@@ -90,12 +90,12 @@ class NativeCodec:
     @staticmethod
     def instant(value: Any) -> datetime | None:
         if value is None or value.tzinfo is UTC:  # UTC sessions (store/postgres/store.py)
-            return value
-        return value.astimezone(UTC)
+            return cast(datetime | None, value)
+        return cast(datetime, value.astimezone(UTC))
 
     @staticmethod
     def uuid(value: Any) -> uuid.UUID:
-        return value
+        return cast(uuid.UUID, value)
 
     @staticmethod
     def json(value: Any) -> Any:
@@ -232,6 +232,7 @@ def attempt_from_row(row: Row, c: Codec) -> Attempt:
         outcome=AttemptOutcome(row["outcome"]),
         error_class=row["error_class"],
         error_message=row["error_message"],
+        traceback=row["traceback"],
     )
 
 
@@ -253,6 +254,7 @@ def worker_from_row(row: Row, c: Codec) -> WorkerInfo:
         queues=tuple(c.json(row["queues"])),
         started_at=_required(c, row["started_at"]),
         heartbeat_at=_required(c, row["heartbeat_at"]),
+        tenant=row["tenant"] or None,  # '': the installation's own worker
     )
 
 
@@ -364,13 +366,3 @@ def tenant_stats_from_rows(
             )
         )
     return stats
-
-
-def lease_lost_decision(run: Run, delivery: DeliveryMode) -> tuple[RunState, str | None]:
-    """Where a run whose lease expired goes: retry, or dead when out of attempts or when it is
-    at-most-once (it may have started, so it must not start again)."""
-    if delivery is DeliveryMode.AT_MOST_ONCE and run.started_at is not None:
-        return RunState.DEAD, "lease_lost"
-    if run.attempt >= run.max_attempts:
-        return RunState.DEAD, "attempts_exhausted"
-    return RunState.SCHEDULED, None

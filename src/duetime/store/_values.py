@@ -12,21 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from duetime import _json
-from duetime._types import Job, JobStatus, OverlapPolicy, RunState, RunTrigger, Schedule
+from duetime._types import Job, OverlapPolicy, RunTrigger, Schedule
 from duetime.store.base import JobUpsertParams, PlannedRun, RunCompletion, RunTriggerParams
-
-STATUS_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.PAUSED: frozenset({JobStatus.ACTIVE}),
-    JobStatus.ACTIVE: frozenset({JobStatus.PAUSED}),
-    JobStatus.CANCELLED: frozenset({JobStatus.ACTIVE, JobStatus.PAUSED}),
-}
-"""Target status → the statuses a job may move to it from."""
-
-PENDING_END_STATE: dict[JobStatus, tuple[RunState, str]] = {
-    JobStatus.PAUSED: (RunState.SKIPPED, "paused"),
-    JobStatus.CANCELLED: (RunState.CANCELLED, "job_cancelled"),
-}
-"""What happens to a job's not-yet-started runs when it moves to a status."""
 
 
 def job_values(

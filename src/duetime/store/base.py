@@ -14,14 +14,14 @@ Contracts that hold for every store (the conformance suite in tests/store checks
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from duetime import _json
-from duetime._observe import (
+from duetime._monitoring import (
     AlertCondition,
     AlertFacts,
     ClusterStats,
@@ -52,7 +52,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -64,10 +64,12 @@ class JobUpsertParams:
     """Create a job, or update the one with the same (tenant, name).
 
     ``schedule`` is the resolved schedule (an ``every`` anchor filled in) and ``next_fire_at``
-    its first instant. When the existing job's schedule is equivalent (``equivalent``), its
-    schedule and ``next_fire_at`` are kept; otherwise they are replaced and the job's
-    not-yet-started scheduled runs are marked ``skipped`` (reason ``schedule_changed``) in the
-    same transaction. ``create_only`` turns an existing name into :class:`~duetime.errors.Conflict`.
+    its first instant; ``requested`` the schedule as declared. Plain data: registration
+    (``duetime.registration.upsert_job``) decides, inside one :meth:`Store.transaction`,
+    whether an existing job's schedule is equivalent to ``requested`` (kept, with its
+    ``next_fire_at``) or replaced (its not-yet-started scheduled runs marked ``skipped``,
+    reason ``schedule_changed``). ``create_only`` turns an existing name into
+    :class:`~duetime.errors.Conflict`.
     """
 
     tenant: str
@@ -77,8 +79,6 @@ class JobUpsertParams:
     """Already-encoded JSON."""
     schedule: Schedule
     next_fire_at: datetime | None
-    equivalent: Callable[[Schedule], bool]
-    """Given the stored schedule, is the requested one the same?"""
     priority: int
     retry: RetryPolicy
     timeout: float | None
@@ -103,6 +103,9 @@ class JobUpsertParams:
     expected_duration: float | None = None
     jitter: float = 0.0
     """Seconds: each run is available up to this long after its instant (planner)."""
+    requested: Schedule | None = None
+    """The schedule as declared (None: ``schedule`` itself), which registration compares with
+    a stored one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,31 +170,14 @@ class JobPlan:
     next_fire_at: datetime | None
 
 
-Planner = Callable[[Job, datetime, datetime], JobPlan]
-"""``planner(job, now, horizon_end)``: pure, no I/O."""
-
-
 @dataclass(frozen=True, slots=True)
-class RunsMaterializeParams:
-    """Lock up to ``limit`` active jobs with ``next_fire_at <= now + horizon`` (skipping jobs
-    another scheduler holds), ask ``planner`` what to do with each, insert the runs (existing
-    occurrences are left alone), record the skips and advance ``next_fire_at`` — in one
-    transaction."""
+class JobsDueParams:
+    """:meth:`StoreTx.jobs_lock_due`: up to ``limit`` active jobs with ``next_fire_at <=
+    until`` whose partition key is in ``partitions`` (inclusive; None = all)."""
 
-    planner: Planner
-    horizon: float
+    until: datetime
     limit: int = 500
-    now: datetime | None = None
     partitions: tuple[int, int] | None = None
-    """Inclusive range of partition keys this scheduler serves; None = all."""
-
-
-@dataclass(frozen=True, slots=True)
-class MaterializeResult:
-    jobs: int
-    runs_created: int
-    skips: int
-    now: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +278,9 @@ class RunsHeartbeatParams:
     runs: Sequence[tuple[uuid.UUID, int]]
     lease_ttl: float
     now: datetime | None = None
+    tenant: str | None = None
+    """Only runs of this tenant (a remote worker's lease is (tenant, worker_id), never the
+    worker id alone); None: any tenant (the installation's own workers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +302,9 @@ class RunCompletion:
     reason: str | None = None
     error_class: str | None = None
     error_message: str | None = None
+    traceback: str | None = None
+    """A failed attempt's formatted exception, bounded by the worker (its end kept); ``None``
+    for successes."""
     completes_job: bool = False
     """A one-shot job's scheduled run ended: mark the job ``completed``."""
     refund_attempt: bool = False
@@ -324,6 +316,9 @@ class RunCompletion:
 class RunsCompleteParams:
     completions: Sequence[RunCompletion]
     now: datetime | None = None
+    tenant: str | None = None
+    """Only runs of this tenant (a remote worker): a completion of another tenant's run is
+    neither applied nor recorded (its answer is False); None: any tenant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +375,14 @@ class RunListParams:
     limit: int = 100
     before: tuple[datetime, uuid.UUID] | None = None
     """Keyset cursor: (scheduled_for, id) of the last item of the previous page."""
+
+    @staticmethod
+    def before_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+        """The ``before`` a runs page's ``next_cursor`` (``<µs since the epoch>.<run id>``)
+        stands for. Raises ValueError for text no store returned."""
+        micros, run_id = cursor.split(".", 1)
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        return epoch + timedelta(microseconds=int(micros)), uuid.UUID(run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -617,7 +620,7 @@ class AlertFactsParams:
 
 @dataclass(frozen=True, slots=True)
 class IncidentsApplyParams:
-    """Open an incident for each condition that has none open for its (kind, subject), and
+    """Open an incident for each condition that has none open for its (kind, tenant, subject), and
     resolve the open incidents ``resolve`` ((id, resolution) pairs) — leader-fenced."""
 
     open: Sequence[AlertCondition] = ()
@@ -665,6 +668,66 @@ class IncidentDeliveryParams:
 # --- the protocol -----------------------------------------------------------------------------
 
 
+class StoreTx(Protocol):
+    """The unit of work :meth:`Store.transaction` yields: fine-grained reads and writes in one
+    write transaction, for a service that decides between them — the materializer asks its
+    planner what each locked job owes (``scheduler/materializer.py``), registration compares
+    a declared schedule with the stored one (``registration.upsert_job``). The store only
+    stores: nothing here calls back into the caller. Rows read through it stay locked until
+    the transaction ends (PostgreSQL ``FOR UPDATE``; SQLite holds the whole database with
+    ``BEGIN IMMEDIATE``). Committed when the ``async with`` block ends, rolled back if it
+    raises."""
+
+    async def now(self, now: datetime | None = None) -> datetime:
+        """The transaction's instant: ``now`` if given, else the store's clock (the database's
+        on PostgreSQL unless a test clock is set), read once; every write here stamps it."""
+        ...
+
+    async def jobs_lock_due(self, params: JobsDueParams) -> list[Job]:
+        """Lock up to ``limit`` due active jobs, skipping those another scheduler holds."""
+        ...
+
+    async def job_lock(self, ref: JobRef) -> Job | None:
+        """The job, locked until the transaction ends; None if there is none."""
+        ...
+
+    async def job_insert(self, params: JobUpsertParams) -> Job | None:
+        """Create the job; None if its (tenant, name) is taken (nothing written)."""
+        ...
+
+    async def job_update(
+        self,
+        params: JobUpsertParams,
+        job: Job,
+        *,
+        schedule: Schedule,
+        next_fire_at: datetime | None,
+        status: JobStatus,
+    ) -> Job:
+        """Rewrite a locked job from ``params`` with the schedule, next fire instant and
+        status the caller decided."""
+        ...
+
+    async def jobs_advance(self, advances: Sequence[tuple[uuid.UUID, datetime | None]]) -> None:
+        """Set each job's ``next_fire_at`` (one statement)."""
+        ...
+
+    async def runs_end_pending(
+        self, job_id: uuid.UUID, state: RunState, reason: str, *, include_manual: bool
+    ) -> int:
+        """End the job's not-yet-started runs as ``state`` (token bumped: fences workers)."""
+        ...
+
+    async def runs_insert_planned(self, runs: Sequence[tuple[Job, PlannedRun]]) -> int:
+        """Insert planned runs (one statement; an existing occurrence is left alone) and
+        announce them with the commit; returns how many were new."""
+        ...
+
+    async def skips_insert(self, skips: Sequence[tuple[uuid.UUID, PlannedSkip]]) -> int:
+        """Record skipped occurrences of each job (one statement)."""
+        ...
+
+
 class Store(Protocol):
     """Everything duetime keeps. Implementations: SQLiteStore, PostgresStore."""
 
@@ -693,8 +756,11 @@ class Store(Protocol):
         writes) or ``timeout``. Callers poll again either way; True means "news came"."""
         ...
 
-    # jobs
-    async def job_upsert(self, params: JobUpsertParams) -> tuple[Job, bool]: ...
+    def transaction(self) -> AbstractAsyncContextManager[StoreTx]:
+        """A unit of work (:class:`StoreTx`): ``async with store.transaction() as tx:``."""
+        ...
+
+    # jobs (created and updated through a transaction: ``registration.upsert_job``)
     async def job_get(self, ref: JobRef) -> Job: ...
     async def job_list(self, params: JobListParams) -> Page[Job]: ...
     async def job_set_status(self, params: JobSetStatusParams) -> Job: ...
@@ -706,11 +772,10 @@ class Store(Protocol):
         ...
 
     # runs
-    async def runs_materialize(self, params: RunsMaterializeParams) -> MaterializeResult: ...
     async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]: ...
     async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]: ...
-    async def runs_misfire(self, params: RunsMisfireParams) -> int:
-        """Returns how many runs were skipped as misfired."""
+    async def runs_misfire(self, params: RunsMisfireParams) -> list[str]:
+        """Returns the job name of each run skipped as misfired (a job's name once per run)."""
         ...
 
     async def run_start(self, params: RunStartParams) -> bool: ...
@@ -785,16 +850,24 @@ class Store(Protocol):
         """Forget nodes and workers whose last heartbeat is older than ``before``."""
         ...
 
-    # workers
+    # workers: keyed by (tenant, id) — ``tenant`` None is the installation's own workers, a
+    # tenant name that tenant's remote workers (WorkerInfo.tenant)
     async def worker_register(self, worker: WorkerInfo) -> None:
-        """Record (or refresh) a worker and the task names it serves."""
+        """Record (or refresh) a worker and the task names it serves (for its tenant only
+        when it is a tenant's remote worker)."""
         ...
 
-    async def worker_heartbeat(self, worker_id: str, now: datetime | None = None) -> None: ...
-    async def worker_unregister(self, worker_id: str) -> None: ...
-    async def workers_list(self) -> list[WorkerInfo]: ...
-    async def tasks_known(self, tasks: Sequence[str]) -> set[str]:
-        """The subset of ``tasks`` that some worker has ever declared."""
+    async def worker_heartbeat(
+        self, worker_id: str, now: datetime | None = None, *, tenant: str | None = None
+    ) -> None: ...
+    async def worker_unregister(self, worker_id: str, *, tenant: str | None = None) -> None: ...
+    async def workers_list(self) -> list[WorkerInfo]:
+        """Every worker: the installation's and every tenant's remote ones."""
+        ...
+
+    async def tasks_known(self, tasks: Sequence[str], tenant: str | None = None) -> set[str]:
+        """The subset of ``tasks`` that the installation's workers have ever declared, or (with
+        ``tenant``) that tenant's remote workers have; never another tenant's."""
         ...
 
     # tenants

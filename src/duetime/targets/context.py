@@ -19,7 +19,7 @@ PROGRESS_MESSAGE_LIMIT = 1000
 
 
 class RunHooks(Protocol):
-    """The worker's side of a :class:`RunContext` (``duetime.worker.longrun.RunSession``).
+    """The worker's side of a :class:`RunContext` (``duetime.worker.run_session.RunSession``).
 
     Every method but :meth:`flush` and :meth:`transaction` may be called from the worker's
     event loop (async tasks) or from a task thread (sync tasks)."""

@@ -13,8 +13,18 @@ with the tenant's secret; ``Idempotency-Key`` is the run id, the same on every a
 
 Where requests may go is decided by :class:`HostPolicy` (``http_allow_hosts``): public
 addresses by default, loopback and private ranges only when listed, link-local (cloud metadata)
-never. Host names are resolved and every address checked at request time, by the connection
-pool's own resolver, so the checked addresses are the ones connected to (DNS rebinding).
+never. Two places enforce it:
+
+- registration (:func:`validate_target`) refuses hosts that parsers read differently: non-ASCII
+  hosts (fullwidth digits and dots, ``。``, circled digits… which IDNA/NFKC turn into other
+  hosts, even IP addresses: an internationalized name must be written in its ``xn--`` form),
+  number-like IPv4 forms other than a dotted quad (``2130706433``, ``0177.0.0.1``,
+  ``0x7f.1``, ``127.1``), link-local addresses, and IPv6 forms carrying a non-public IPv4
+  address (``::ffff:127.0.0.1``, ``64:ff9b::7f00:1``, ``2002:7f00:1::``…);
+- connect time (``duetime.targets._netguard``): every address a connection uses — each
+  address of a name, and IP literals too — is checked, and the socket connects only to checked
+  numeric addresses, nothing resolved in between (DNS rebinding). That is the decision that
+  counts: it does not depend on how the URL was spelled or parsed.
 
 aiohttp is imported only when a worker first sends a request, so validating targets at
 registration stays cheap.
@@ -28,7 +38,6 @@ import hmac
 import ipaddress
 import math
 import re
-import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -82,6 +91,13 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _ALLOWED_KEYS = frozenset({"type", "url", "method", "headers", "timeout"})
 _LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+"""Local-use NAT64 (RFC 8215): where the IPv4 address sits depends on the prefix length."""
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+_HOST_LABEL = re.compile(r"[a-z0-9_-]{1,63}")
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
+_DOTTED_QUAD = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -151,13 +167,95 @@ def _validate_url(url: object) -> str:
         )
     if port == 0:
         raise ValidationError("target.url", "port must be 1-65535")
-    address = _literal_ip(parts.hostname)
-    if address is not None and _is_link_local(address):
+    _validate_host(url, parts.hostname, bracketed=parts.netloc.rpartition("@")[2][:1] == "[")
+    return url
+
+
+def _validate_host(url: str, host: str, *, bracketed: bool) -> None:
+    """Refuse hosts that different parsers read differently, and literal addresses duetime
+    never sends to. ``host`` is urllib's reading (lower case, no brackets)."""
+    if not host.isascii():
+        raise ValidationError("target.url", _non_ascii_reason(url, host))
+    address: IPAddress | None
+    if bracketed:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            address = None
+        if address is None or "%" in host:
+            raise ValidationError(
+                "target.url", f"[{host}] is not an IPv6 address (zone ids are not accepted)"
+            )
+    else:
+        labels = (host[:-1] if host.endswith(".") else host).split(".")
+        if not all(_HOST_LABEL.fullmatch(label) for label in labels) or len(host) > 253:
+            raise ValidationError(
+                "target.url",
+                f"host {host!r} is not a valid host name: dot-separated labels of letters, "
+                "digits, '-' and '_' (an internationalized name goes in its xn-- form)",
+            )
+        address = None
+        if _NUMERIC_LABEL.fullmatch(labels[-1]):  # resolvers read it as an IPv4 address
+            if not _DOTTED_QUAD.fullmatch(host) or any(int(p) > 255 for p in labels):
+                raise ValidationError(
+                    "target.url",
+                    f"host {host!r} is a number-like IPv4 form (decimal, octal, hexadecimal, "
+                    "shortened or with a trailing dot) that programs read differently; write "
+                    "an IPv4 address as four decimal numbers, such as 203.0.113.7",
+                )
+            address = ipaddress.IPv4Address(host)
+    if address is not None:
+        if _is_link_local(address):
+            raise ValidationError(
+                "target.url",
+                f"{address} is a link-local address (cloud metadata); duetime never sends there",
+            )
+        embedded = _embedded_ipv4(address)
+        if embedded is not None and not _is_public(embedded):
+            raise ValidationError(
+                "target.url",
+                f"{address} carries the IPv4 address {embedded}, which is not public; write "
+                f"{embedded} itself (and list it in DUETIME_HTTP_ALLOW_HOSTS)",
+            )
+    # Belt and braces: the HTTP client must read the very host that was checked.
+    client_host = _client_host(url)
+    same = client_host is not None and (
+        _literal_ip(client_host) if address is not None else client_host
+    ) == (address or host)
+    if not same:
         raise ValidationError(
             "target.url",
-            f"{address} is a link-local address (cloud metadata); duetime never sends there",
+            f"host {host!r} is read as {client_host!r} by the HTTP client; write it unambiguously",
         )
-    return url
+
+
+def _client_host(url: str) -> str | None:
+    """The host the HTTP client (aiohttp, through yarl) will connect to; None if unreadable."""
+    from yarl import URL  # a dependency of aiohttp; imported here so importing us stays cheap
+
+    try:
+        return URL(url).raw_host
+    except ValueError:
+        return None
+
+
+def _non_ascii_reason(url: str, host: str) -> str:
+    normalized = _client_host(url)
+    if normalized is not None and normalized.isascii():
+        last = normalized.rstrip(".").rpartition(".")[2]
+        if _literal_ip(normalized) is not None or _NUMERIC_LABEL.fullmatch(last):
+            return (
+                f"host {host!r} has non-ASCII characters that read as the address "
+                f"{normalized}; duetime refuses such hosts: write hosts in ASCII"
+            )
+        return (
+            f"host {host!r} has non-ASCII characters; write the host in ASCII (an "
+            f"internationalized name in its punycode, xn--, form): {normalized!r}"
+        )
+    return (
+        f"host {host!r} has non-ASCII characters; write the host in ASCII (an "
+        "internationalized name in its punycode, xn--, form)"
+    )
 
 
 def _validate_headers(headers: object) -> dict[str, str]:
@@ -200,7 +298,8 @@ def _literal_ip(host: str) -> IPAddress | None:
 
 
 def _unwrap(address: IPAddress) -> IPAddress:
-    """The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, else the address."""
+    """The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, else the address: the
+    forms that reach that IPv4 address (through the dual-stack socket or a NAT64 gateway)."""
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return address.ipv4_mapped
@@ -209,14 +308,47 @@ def _unwrap(address: IPAddress) -> IPAddress:
     return address
 
 
+def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries: IPv4-mapped (``::ffff:a.b.c.d``),
+    IPv4-translated (``::ffff:0:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), NAT64
+    (``64:ff9b::/96``), 6to4 (``2002::/16``) or Teredo (the client); else None."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64 or address in _TRANSLATED:
+        return low
+    if address in _COMPATIBLE and int(address) > 1:  # not :: or ::1
+        return low
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    return None
+
+
 def _is_link_local(address: IPAddress) -> bool:
-    address = _unwrap(address)
-    return any(address.version == n.version and address in n for n in _LINK_LOCAL)
+    embedded = _embedded_ipv4(address)
+    return any(
+        a.version == n.version and a in n
+        for a in (address, embedded)
+        if a is not None
+        for n in _LINK_LOCAL
+    )
 
 
 def _is_public(address: IPAddress) -> bool:
-    address = _unwrap(address)
-    return address.is_global and not address.is_multicast
+    plain = _unwrap(address)
+    if not plain.is_global or plain.is_multicast:
+        return False
+    if plain is address and isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64_LOCAL:
+            return False
+        embedded = _embedded_ipv4(address)  # 6to4, Teredo, IPv4-compatible …
+        if embedded is not None and (not embedded.is_global or embedded.is_multicast):
+            return False
+    return True
 
 
 class HostRefused(Permanent):
@@ -269,6 +401,9 @@ class HostPolicy:
         return cls(tuple(networks), tuple(names), public)
 
     def name_listed(self, host: str) -> bool:
+        """Whether ``host`` is a listed name (an IP address never is: see the networks)."""
+        if _literal_ip(host) is not None:
+            return False
         host = host.lower().rstrip(".")
         for name in self.names:
             if name.startswith("*."):
@@ -296,33 +431,23 @@ class HostPolicy:
             )
         return f"{address} is not in http_allow_hosts (DUETIME_HTTP_ALLOW_HOSTS)"
 
-    def check_addresses(self, host: str, addresses: Iterable[str]) -> None:
-        """Raise HostRefused unless every address ``host`` resolved to is allowed."""
-        listed = self.name_listed(host)
+    def check_addresses(
+        self, host: str, addresses: Iterable[str], *, listed: bool | None = None
+    ) -> None:
+        """Raise HostRefused unless every address ``host`` resolved to is allowed (each must be
+        a numeric IP address). ``listed``: whether ``host`` is a listed name (looked up if
+        None)."""
+        if listed is None:
+            listed = self.name_listed(host)
         for text in addresses:
             address = _literal_ip(text)
-            if address is None:  # pragma: no cover - resolvers return IP addresses
-                raise HostRefused(f"{host} resolved to {text!r}, which is not an IP address")
+            if address is None:  # connecting to it would resolve it again, unchecked
+                raise HostRefused(
+                    f"refused to send to {host}: {text!r} is not a numeric IP address"
+                )
             reason = self.refusal(address, name_listed=listed)
             if reason is not None:
                 raise HostRefused(f"refused to send to {host}: {reason}")
-
-
-class _CheckingResolver:
-    """An aiohttp resolver that refuses hosts whose addresses the policy does not allow, so
-    the addresses connected to are exactly the checked ones."""
-
-    def __init__(self, policy: HostPolicy, inner: Any) -> None:
-        self.policy = policy
-        self.inner = inner
-
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> Any:
-        results = await self.inner.resolve(host, port, family)
-        self.policy.check_addresses(host, [r["host"] for r in results])
-        return results
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 # --- execution --------------------------------------------------------------------------------
@@ -400,11 +525,19 @@ class HttpExecutor:
     :meth:`close` when the worker stops."""
 
     def __init__(
-        self, *, secret_for: SecretLookup, policy: HostPolicy, concurrency: int = 10
+        self,
+        *,
+        secret_for: SecretLookup,
+        policy: HostPolicy,
+        concurrency: int = 10,
+        resolver: Any = None,
     ) -> None:
+        """``resolver``: an aiohttp resolver (``resolve(host, port, family)``); the default is
+        aiohttp's. Whatever it answers, the policy checks each address before connecting."""
         self.secret_for = secret_for
         self.policy = policy
         self.limit = max(concurrency, 1)
+        self.resolver = resolver
         self._session: aiohttp.ClientSession | None = None
         self._secrets: dict[str, str] = {}
         self._user_agent = _user_agent()
@@ -412,12 +545,11 @@ class HttpExecutor:
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             import aiohttp
-            from aiohttp.resolver import DefaultResolver
 
-            connector = aiohttp.TCPConnector(
-                limit=self.limit,
-                limit_per_host=0,
-                resolver=_CheckingResolver(self.policy, DefaultResolver()),  # type: ignore[arg-type]
+            from duetime.targets._netguard import GuardedConnector
+
+            connector = GuardedConnector(
+                self.policy, limit=self.limit, limit_per_host=0, resolver=self.resolver
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -455,11 +587,8 @@ class HttpExecutor:
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise WebhookRejected(f"{where}: not an http(s) URL")
-        literal = _literal_ip(parts.hostname)
-        if literal is not None:  # aiohttp skips the resolver for IP addresses
-            reason = self.policy.refusal(literal)
-            if reason is not None:
-                raise HostRefused(f"refused to send to {parts.hostname}: {reason}")
+        # Where the request may go is decided when connecting, on the addresses connected to
+        # (IP literals included): the GuardedConnector raises HostRefused, nothing sent.
 
         body = _json.dumps(ctx.payload).encode()
         timestamp = int(time.time())
@@ -512,16 +641,18 @@ class HttpExecutor:
 
 
 def _refusal_in(exc: BaseException) -> HostRefused | None:
-    """The HostRefused raised by our resolver, if aiohttp wrapped it in a connection error."""
+    """The HostRefused raised by the connector's checks, if aiohttp wrapped it in a connection
+    error (the socket factory's refusal is an OSError carrying it as ``refusal``)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, HostRefused):
-            return current
-        inner = getattr(current, "os_error", None)
-        if isinstance(inner, HostRefused):
-            return inner
+        for candidate in (current, getattr(current, "os_error", None)):
+            if isinstance(candidate, HostRefused):
+                return candidate
+            refusal = getattr(candidate, "refusal", None)
+            if isinstance(refusal, HostRefused):
+                return refusal
         current = current.__cause__ or current.__context__
     return None
 

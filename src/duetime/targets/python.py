@@ -7,6 +7,7 @@ parameters it takes; async functions are awaited, sync ones run in the worker's 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -73,7 +74,10 @@ async def invoke(task: TaskDef, ctx: RunContext, executor: Executor | None) -> A
     if task.is_async:
         return await task.func(*args)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, lambda: task.func(*args))
+    # the thread runs in a copy of this task's context: its log lines are about the run too
+    # (duetime._logs), like an async task's
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(executor, lambda: context.run(task.func, *args))
 
 
 # --- built-in tasks ---------------------------------------------------------------------------

@@ -8,8 +8,12 @@ a completion is fenced by the attempt's token, and the retry decision is
 token no longer holds the run changes nothing: it raises :class:`~duetime.errors.Conflict`
 (after recording the attempt ``stale`` when its lease had been taken over).
 
-A remote worker's id is namespaced by its tenant (``tenant/worker_id``) as the lease owner and
-in the workers table, so two tenants may use the same worker ids.
+A remote worker's identity is structured: (tenant, worker id). Its lease owner (and the
+workers table's id, the attempts' ``worker_id``) reads ``tenant/worker_id``, but that string is
+never looked up alone — tenant names and worker ids may both hold ``/``, so tenant ``a``'s
+worker ``x/y`` and tenant ``a/x``'s worker ``y`` spell the same ``a/x/y``. Every store call
+made here (claim, heartbeat, complete, worker record) is filtered by the tenant in the store's
+SQL, and the workers table is keyed by (tenant, id).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from duetime.store.base import (
     RunsHeartbeatParams,
     Store,
 )
-from duetime.worker.retry import after_failure, after_success
+from duetime.worker.retry import after_failure, after_success, bounded_traceback
 
 REMOTE_HOST = "remote"
 
@@ -66,6 +70,8 @@ class RemoteOutcome:
     """False: a permanent failure — the run goes dead at once."""
     retry_after: float | None = None
     """Seconds before the retry (instead of the job's backoff); counts as an attempt."""
+    traceback: str | None = None
+    """The failure's traceback as the worker formatted it (kept: its last 16 KiB)."""
 
 
 class RemoteWorkers:
@@ -77,7 +83,8 @@ class RemoteWorkers:
         self.tenant = tenant
 
     def owner(self, worker_id: str) -> str:
-        """The lease owner / workers-table id of a remote worker of this tenant."""
+        """The lease owner / workers-table id of a remote worker of this tenant: unique only
+        together with the tenant (see the module's docstring)."""
         return f"{self.tenant}/{worker_id}"
 
     async def claim(
@@ -97,6 +104,7 @@ class RemoteWorkers:
                 queues=("default",),
                 started_at=now,
                 heartbeat_at=now,
+                tenant=self.tenant,
             )
         )
         claimed = await self.store.runs_claim(
@@ -121,9 +129,11 @@ class RemoteWorkers:
         self, worker_id: str, runs: Sequence[tuple[uuid.UUID, int]], *, lease_ttl: float
     ) -> HeartbeatResult:
         owner = self.owner(worker_id)
-        await self.store.worker_heartbeat(owner)
+        await self.store.worker_heartbeat(owner, tenant=self.tenant)
         kept = await self.store.runs_heartbeat(
-            RunsHeartbeatParams(worker_id=owner, runs=list(runs), lease_ttl=lease_ttl)
+            RunsHeartbeatParams(
+                worker_id=owner, runs=list(runs), lease_ttl=lease_ttl, tenant=self.tenant
+            )
         )
         lost: list[uuid.UUID] = []
         cancelled: list[uuid.UUID] = []
@@ -158,7 +168,9 @@ class RemoteWorkers:
                 f"{run.state}, token {run.token}); this outcome was not applied"
             )
         completion = self._completion(owner, claimed, report, await self.store.db_now())
-        (applied,) = await self.store.runs_complete(RunsCompleteParams([completion]))
+        (applied,) = await self.store.runs_complete(
+            RunsCompleteParams([completion], tenant=self.tenant)
+        )
         _count_remote(run, completion, applied)
         if not applied:
             raise Conflict(
@@ -182,6 +194,7 @@ class RemoteWorkers:
                 exc = RetryLater(message, delay=report.retry_after)
             else:
                 exc = RemoteFailure(message)
+            # keyword arguments from the run, the shape of RunCompletion's below: different calls
             decision = after_failure(
                 exc=exc,
                 outcome=AttemptOutcome.FAILED,
@@ -197,6 +210,7 @@ class RemoteWorkers:
                 error_message=report.error_message,
             )
         assert run.claimed_at is not None, "a running run has been claimed"
+        # as Worker._completion on purpose: that one is on the per-run hot path, kept inline
         return RunCompletion(
             run_id=run.id,
             token=report.token,
@@ -210,6 +224,11 @@ class RemoteWorkers:
             reason=decision.reason,
             error_class=decision.error_class,
             error_message=decision.error_message,
+            traceback=(
+                bounded_traceback(report.traceback)
+                if report.traceback and report.outcome == "failed"
+                else None
+            ),
             completes_job=claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
         )
 
@@ -235,7 +254,7 @@ class RemoteWorkers:
             error_class=report.error_class,
             error_message=report.error_message,
         )
-        await self.store.runs_complete(RunsCompleteParams([late]))
+        await self.store.runs_complete(RunsCompleteParams([late], tenant=self.tenant))
 
 
 def _count_remote(run: Run, completion: RunCompletion, applied: bool) -> None:

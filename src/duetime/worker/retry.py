@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import traceback as _traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -10,6 +11,7 @@ from duetime._types import AttemptOutcome, DeliveryMode, RetryPolicy, RunState
 from duetime.errors import Permanent, RetryLater
 
 
+# The outcome half of store.base.RunCompletion, kept apart on purpose: a pure decision, no fence.
 @dataclass(frozen=True, slots=True)
 class Decision:
     outcome: AttemptOutcome
@@ -18,6 +20,13 @@ class Decision:
     reason: str | None = None
     error_class: str | None = None
     error_message: str | None = None
+    traceback: str | None = None
+    """The failure's formatted exception (:func:`traceback_text`); ``None`` for successes."""
+
+
+TRACEBACK_LIMIT = 16 * 1024
+"""Characters of a failure's traceback kept on its attempt: the end (the raise and the
+innermost frames) is what tells what went wrong."""
 
 
 def backoff_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> float:
@@ -43,6 +52,28 @@ def error_text(exc: BaseException, limit: int = 2000) -> tuple[str, str]:
     return name, message
 
 
+def traceback_text(exc: BaseException, limit: int = TRACEBACK_LIMIT) -> str:
+    """``exc`` formatted as Python prints it (its chain included), as storable text of at most
+    ``limit`` characters: a longer one keeps its end, after a line saying how much was cut."""
+    try:
+        text = "".join(_traceback.format_exception(exc))
+    except Exception as failure:  # a broken __str__ or frame must not lose the outcome
+        text = f"<unformattable {type(exc).__name__}: {type(failure).__name__}>\n"
+    return bounded_traceback(text, limit)
+
+
+def bounded_traceback(text: str, limit: int = TRACEBACK_LIMIT) -> str:
+    """A traceback's ``text`` as storable text (NUL and lone surrogates escaped) of at most
+    ``limit`` characters: a longer one keeps its end, after a line saying how much was cut."""
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
+    if len(text) > limit:
+        tail = text[len(text) - limit + 80 :]  # room for the marker line
+        newline = tail.find("\n", 0, 400)
+        tail = tail[newline + 1 :]  # from a whole line on, unless the cut is inside a long one
+        text = f"[… {len(text) - len(tail)} earlier characters cut …]\n{tail}"
+    return text
+
+
 def after_failure(
     *,
     exc: BaseException,
@@ -57,18 +88,23 @@ def after_failure(
     """A failed (or timed-out) attempt: retry with backoff, or dead when the error is permanent,
     the attempts are exhausted, or the job is at-most-once."""
     error_class, message = error_text(exc)
+    tb = traceback_text(exc)
     if isinstance(exc, Permanent):
-        return Decision(outcome, RunState.DEAD, None, "permanent_error", error_class, message)
+        return Decision(outcome, RunState.DEAD, None, "permanent_error", error_class, message, tb)
     if delivery is DeliveryMode.AT_MOST_ONCE:
-        return Decision(outcome, RunState.DEAD, None, "at_most_once_failed", error_class, message)
+        return Decision(
+            outcome, RunState.DEAD, None, "at_most_once_failed", error_class, message, tb
+        )
     if attempt >= max_attempts:
-        return Decision(outcome, RunState.DEAD, None, "attempts_exhausted", error_class, message)
+        return Decision(
+            outcome, RunState.DEAD, None, "attempts_exhausted", error_class, message, tb
+        )
     if isinstance(exc, RetryLater) and exc.delay is not None:
         delay = max(0.0, exc.delay)
     else:
         delay = backoff_delay(policy, attempt, rng)
     return Decision(
-        outcome, RunState.SCHEDULED, now + timedelta(seconds=delay), None, error_class, message
+        outcome, RunState.SCHEDULED, now + timedelta(seconds=delay), None, error_class, message, tb
     )
 
 

@@ -50,8 +50,8 @@ class _Request:
     """A try that held this run failed: it may have started it (its answer was lost)."""
 
 
-class _Stopped(Exception):
-    """Stop was requested while waiting for the database."""
+class Stopped(Exception):
+    """Stop was requested while waiting for the database (raised by :func:`retrying`)."""
 
 
 MIN_LEAD = 0.05
@@ -155,7 +155,7 @@ class Starter:
         try:
             try:
                 answers = await self._try(batch, stop)
-            except _Stopped:
+            except Stopped:
                 return
             except Exception as exc:
                 if len(batch) > 1:  # not the database being down: one run may be the cause
@@ -197,7 +197,7 @@ class Starter:
                     delay,
                 )
             if await wait_or_stop(stop, delay):
-                raise _Stopped
+                raise Stopped
             delay = min(delay * 2, 5.0)
         # a failed try may have been written after all: then its runs are ours to run
         unsure = [r for r in batch if r.unsure and r.run_id not in started]
@@ -208,7 +208,7 @@ class Starter:
         )
         answers = [(r, r.run_id in started) for r in batch if r not in unsure]
         for request, verdict in zip(unsure, verdicts, strict=True):
-            if isinstance(verdict, _Stopped):
+            if isinstance(verdict, Stopped):
                 continue
             if isinstance(verdict, BaseException):
                 _fail(request.answer, verdict)
@@ -217,7 +217,8 @@ class Starter:
         return answers
 
     async def _started_before(self, request: _Request, stop: asyncio.Event) -> bool:
-        current = await self._retrying(
+        current = await retrying(
+            self.store,
             lambda: self.store.run_get(request.tenant, request.run_id),
             f"reading run {request.run_id}",
             stop,
@@ -228,20 +229,22 @@ class Starter:
             and current.started_at is not None
         )
 
-    async def _retrying(self, op: Callable[[], Awaitable[T]], what: str, stop: asyncio.Event) -> T:
-        """``op()`` until it succeeds, pausing with backoff while the database is unreachable;
-        raises _Stopped if ``stop`` is set first. Other errors propagate."""
-        delay = 0.05
-        while True:
-            try:
-                return await op()
-            except self.store.transient_errors as exc:
-                log.warning(
-                    "%s failed (database unreachable? %s); retrying in %.2fs", what, exc, delay
-                )
-            if await wait_or_stop(stop, delay):
-                raise _Stopped
-            delay = min(delay * 2, 5.0)
+
+async def retrying(
+    store: Store, op: Callable[[], Awaitable[T]], what: str, stop: asyncio.Event
+) -> T:
+    """``op()`` until it succeeds, pausing with backoff while the database is unreachable
+    (``store.transient_errors``); raises :class:`Stopped` if ``stop`` is set first. Other
+    errors propagate. The worker's start-up waits for the database with it too."""
+    delay = 0.05
+    while True:
+        try:
+            return await op()
+        except store.transient_errors as exc:
+            log.warning("%s failed (database unreachable? %s); retrying in %.2fs", what, exc, delay)
+        if await wait_or_stop(stop, delay):
+            raise Stopped
+        delay = min(delay * 2, 5.0)
 
 
 def _answer(answer: asyncio.Future[bool], started: bool) -> None:

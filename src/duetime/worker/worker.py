@@ -25,17 +25,18 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
 
 from duetime import _tracing
 from duetime._aio import first_of, uncancellable
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
-from duetime._logs import bind_run, set_run
+from duetime._logs import bind_run, run_fields, set_run
+from duetime._testsignals import Signal
 from duetime._types import AttemptOutcome, DeliveryMode, RunState, RunTrigger, WorkerInfo
 from duetime.store.base import (
     ClaimedRun,
@@ -49,19 +50,22 @@ from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
 from duetime.targets.python import TaskRegistry, invoke
 from duetime.worker.completer import Completer, CompletionListener
-from duetime.worker.longrun import RunSession
-from duetime.worker.observe import RunObserver
 from duetime.worker.retry import Decision, after_failure, after_success
-from duetime.worker.starter import Starter
+from duetime.worker.run_metrics import RunObserver
+from duetime.worker.run_session import RunSession
+from duetime.worker.starter import Starter, Stopped, retrying
 
 log = logging.getLogger("duetime.worker")
 
 StartListener = Callable[[ClaimedRun], None]
-T = TypeVar("T")
 
 SPAWN_SLICE = 50
 """Runs of a claim whose tasks are created before the loop gets a turn: a claim of hundreds,
 spawned at once, delays the instants of runs already waiting by milliseconds."""
+
+SUMMARY_INTERVAL = 10.0
+"""Seconds between the worker's INFO summary lines ("12 succeeded, 3 failed, 1 dead in the last
+10 s"): successes are logged one by one at DEBUG only."""
 
 COMPLETION_LINGER = 0.01
 """Seconds a completion batch waits for more outcomes when few are queued (worker/completer.py):
@@ -83,6 +87,24 @@ class _InFlight:
     done: bool = field(default=False)
     session: RunSession | None = None
     """The attempt's side of ``ctx`` (progress, checkpoints, cancel flag, transaction)."""
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Attempts ended since the last summary line (plain counters: the hot path adds one)."""
+
+    succeeded: int = 0
+    failed: int = 0
+    dead: int = 0
+    since: float = field(default_factory=time.monotonic)
+
+
+@dataclass(slots=True)
+class WorkerSignals:
+    """Test signals (``duetime._testsignals``), inert unless a test listens."""
+
+    spawned: Signal[ClaimedRun] = field(default_factory=lambda: Signal("worker.spawned"))
+    """A claimed run's task was created (emitted right after, before the loop gets a turn)."""
 
 
 def new_worker_id() -> str:
@@ -115,6 +137,7 @@ class Worker:
         self.id = worker_id or new_worker_id()
         self.clock = clock or SystemClock()
         self.on_start = on_start
+        self.signals = WorkerSignals()
         self.observer = RunObserver()  # metrics: starts, outcomes, durations
         self.completer = Completer(
             store,
@@ -144,15 +167,17 @@ class Worker:
         self._rng = random.Random()
         self._next_misfire_check = 0.0
         self._claim_failures = 0
+        self._tally = _Tally()
+        self._next_summary = time.monotonic() + SUMMARY_INTERVAL
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then shut down gracefully. Re-raises if a loop dies."""
         try:  # the database may not be up yet: wait for it
-            await self._retrying(self._register, "registering the worker", stop)
-            await self._retrying(self._measure_clock_offset, "reading the DB clock", stop)
-        except _Stopped:
+            await retrying(self.store, self._register, "registering the worker", stop)
+            await retrying(self.store, self._measure_clock_offset, "reading the DB clock", stop)
+        except Stopped:
             return
         completer_stop = asyncio.Event()
         starter_stop = asyncio.Event()
@@ -188,6 +213,7 @@ class Worker:
                 await asyncio.wait_for(completer, self.settings.shutdown_grace)
             with contextlib.suppress(Exception):
                 await self.store.worker_unregister(self.id)
+            self.log_summary(force=True)
             self._executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(Exception):
                 await self.http.close()
@@ -218,29 +244,6 @@ class Worker:
 
     def _db_now(self) -> datetime:
         return self.clock.now() + self._offset
-
-    async def _retrying(
-        self,
-        op: Callable[[], Awaitable[T]],
-        what: str,
-        stop: asyncio.Event | None = None,
-    ) -> T:
-        """``op()`` until it succeeds, pausing with backoff while the database is unreachable
-        (``store.transient_errors``); raises _Stopped if ``stop`` is set first. Other errors
-        propagate."""
-        delay = 0.05
-        while True:
-            try:
-                return await op()
-            except self.store.transient_errors as exc:
-                log.warning(
-                    "%s failed (database unreachable? %s); retrying in %.2fs", what, exc, delay
-                )
-            if stop is None:
-                await asyncio.sleep(delay)
-            elif await _stopped(stop, delay):
-                raise _Stopped
-            delay = min(delay * 2, 5.0)
 
     async def _drain(self) -> None:
         """Phase two of shutdown: wait for running work, then hand back the rest."""
@@ -298,8 +301,12 @@ class Worker:
             log.warning("judging misfires failed (%s); retrying later", exc)
             return
         if skipped:
-            self.observer.misfired(skipped)
-            log.warning("skipped %d runs that missed their misfire grace", skipped)
+            self.observer.misfired(len(skipped))
+            log.warning(
+                "skipped %d runs that missed their misfire grace: %s",
+                len(skipped),
+                misfired_jobs(skipped),
+            )
 
     async def _produce(self, stop: asyncio.Event) -> None:
         while self._claiming and not stop.is_set():
@@ -358,10 +365,10 @@ class Worker:
                     self._spawn(rest)
                 raise
             if not self._claiming:
-                rest = claimed[index:]
-                for late in rest:
+                remaining = claimed[index:]
+                for late in remaining:
                     self._spawn(late)
-                self._hand_back_unstarted([self._inflight[c.run.id] for c in rest])
+                self._hand_back_unstarted([self._inflight[c.run.id] for c in remaining])
                 return
 
     async def _adopt_orphans(self) -> None:
@@ -389,6 +396,7 @@ class Worker:
         self._inflight[claimed.run.id] = item
         self.observer.claimed(claimed)
         item.task = asyncio.create_task(self._execute(item), name=f"duetime-run-{claimed.run.id}")
+        self.signals.spawned.emit(claimed)
 
     # --- one run --------------------------------------------------------------------------
 
@@ -412,7 +420,8 @@ class Worker:
                     raise asyncio.CancelledError
                 if item.started_at is not None or await self._start_at_instant(item):
                     if _tracing.enabled():
-                        attributes = {f"duetime.{k}": v for k, v in _span_fields(run).items()}
+                        fields = {**run_fields(run), "task": run.task}
+                        attributes = {f"duetime.{k}": v for k, v in fields.items()}
                         with _tracing.span("duetime.execute", **attributes):
                             decision = await self._call(item)
                     else:
@@ -465,6 +474,7 @@ class Worker:
         claimed = item.claimed
         run = claimed.run
         task = self.registry.get(run.task)
+        # the run's fields by keyword: the same shape as other such calls, not repeated logic
         ctx = RunContext(
             run_id=run.id,
             job_id=run.job_id,
@@ -503,14 +513,25 @@ class Worker:
             if item.session is not None:  # a sync task's thread keeps running: tell it to stop
                 item.session.signal_cancel()
             message = str(exc) or f"timed out after {claimed.timeout}s"
-            return self._failed(item, TimeoutError(message), AttemptOutcome.TIMED_OUT)
+            timeout = TimeoutError(message)
+            timeout.__cause__ = exc.__cause__  # its traceback: where the task was stopped
+            return self._failed(item, timeout, AttemptOutcome.TIMED_OUT)
         except Exception as exc:
             return self._failed(item, exc, AttemptOutcome.FAILED)
+        self._tally.succeeded += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "run %s of job %s (task %s, attempt %d) succeeded",
+                run.id,
+                run.job_name,
+                run.task,
+                run.attempt,
+            )
         return after_success()
 
     def _failed(self, item: _InFlight, exc: BaseException, outcome: AttemptOutcome) -> Decision:
         run = item.claimed.run
-        return after_failure(
+        decision = after_failure(
             exc=exc,
             outcome=outcome,
             attempt=run.attempt,
@@ -520,6 +541,61 @@ class Worker:
             now=self._db_now(),
             rng=self._rng,
         )
+        self._log_failure(item, exc, decision)
+        return decision
+
+    def _log_failure(self, item: _InFlight, exc: BaseException, decision: Decision) -> None:
+        """One WARNING line per failed attempt, with its traceback (as Celery's "Task …
+        raised unexpected"), then an INFO line saying what becomes of the run."""
+        run = item.claimed.run
+        self._tally.failed += 1
+        log.warning(
+            "run %s of job %s (task %s, attempt %d of %d) %s: %s: %s",
+            run.id,
+            run.job_name,
+            run.task,
+            run.attempt,
+            run.max_attempts,
+            "timed out" if decision.outcome is AttemptOutcome.TIMED_OUT else "raised unexpected",
+            decision.error_class,
+            decision.error_message,
+            exc_info=exc,
+        )
+        if decision.next_state is RunState.DEAD:
+            self._tally.dead += 1
+            log.info(
+                "run %s of job %s is dead after attempt %d (%s)",
+                run.id,
+                run.job_name,
+                run.attempt,
+                decision.reason,
+            )
+        elif decision.next_state is RunState.SCHEDULED:
+            log.info(
+                "run %s of job %s will be retried at %s (attempt %d of %d failed)",
+                run.id,
+                run.job_name,
+                decision.available_at.isoformat() if decision.available_at else "once due",
+                run.attempt,
+                run.max_attempts,
+            )
+
+    def log_summary(self, *, force: bool = False) -> None:
+        """The INFO line counting attempts ended since the last one, every
+        :data:`SUMMARY_INTERVAL` (or now, with ``force``); nothing when none ended."""
+        now = time.monotonic()
+        if not force and now < self._next_summary:
+            return
+        self._next_summary = now + SUMMARY_INTERVAL
+        tally, self._tally = self._tally, _Tally(since=now)
+        if tally.succeeded or tally.failed or tally.dead:
+            log.info(
+                "%s succeeded, %s failed, %s dead in the last %.0f s",
+                f"{tally.succeeded:,}",
+                f"{tally.failed:,}",
+                f"{tally.dead:,}",
+                now - tally.since,
+            )
 
     def _interrupted(self, item: _InFlight) -> Decision:
         """The run's task was cancelled: its lease was lost, a cancel was requested, or the
@@ -614,6 +690,7 @@ class Worker:
             reason=decision.reason,
             error_class=decision.error_class,
             error_message=decision.error_message,
+            traceback=decision.traceback,
             completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
             refund_attempt=item.started_at is None,
         )
@@ -628,6 +705,7 @@ class Worker:
             if stop.is_set():
                 return
             self._beat_now.clear()
+            self.log_summary()
             try:
                 await self.heartbeat_once()
                 delay = interval
@@ -688,21 +766,10 @@ class Worker:
         return len(self._inflight)
 
 
-def _span_fields(run: Any) -> dict[str, Any]:
-    return {
-        "run_id": str(run.id),
-        "job": run.job_name,
-        "tenant": run.tenant,
-        "task": run.task,
-        "attempt": run.attempt,
-        "token": run.token,
-    }
-
-
-class _Stopped(Exception):
-    """Stop was requested while waiting for the database."""
-
-
-async def _stopped(stop: asyncio.Event, seconds: float) -> bool:
-    await first_of(stop.wait(), asyncio.sleep(seconds))
-    return stop.is_set()
+def misfired_jobs(names: list[str], shown: int = 5) -> str:
+    """``nightly (3 runs), reports`` — the jobs whose runs were skipped as misfired, most
+    runs first, at most ``shown`` of them named."""
+    counts = Counter(names).most_common()
+    named = [f"{n} ({c} runs)" if c > 1 else n for n, c in counts[:shown]]
+    more = f" and {len(counts) - shown} more jobs" if len(counts) > shown else ""
+    return ", ".join(named) + more

@@ -1,5 +1,4 @@
-"""PostgreSQL: long-run writes (progress, checkpoints, cancel flags) and exactly-once
-transactions.
+"""PostgreSQL: exactly-once transactions.
 
 An exactly-once attempt gets its own connection (outside the pool, so a long handler holding a
 transaction never starves the worker's claims and heartbeats) with a transaction open on it.
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,13 +21,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from duetime import _json
-from duetime.store import _rows
-from duetime.store._rows import NativeCodec
 from duetime.store.base import (
-    ClaimedRun,
-    RunCheckpointParams,
     RunCompletion,
-    RunProgressParams,
     RunsCompleteParams,
 )
 
@@ -52,6 +45,7 @@ def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, str]:
                     "reason": c.reason,
                     "error_class": c.error_class,
                     "error_message": c.error_message,
+                    "traceback": c.traceback,
                     "worker_id": c.worker_id,
                     "number": c.attempt,
                     "claimed_at": c.claimed_at,
@@ -81,49 +75,8 @@ class _Host(Protocol):
 
 
 class PostgresLongRuns:
-    """Mixed into PostgresStore: the long-run and exactly-once methods of the Store protocol."""
-
-    async def run_progress_set(self: _Host, params: RunProgressParams) -> bool:
-        async with self._read() as conn:
-            rows = await self._all(
-                conn,
-                "run_progress_set",
-                id=params.run_id,
-                token=params.token,
-                fraction=params.fraction,
-                message=params.message,
-            )
-        return bool(rows)
-
-    async def run_checkpoint_set(self: _Host, params: RunCheckpointParams) -> bool:
-        async with self._read() as conn:
-            rows = await self._all(
-                conn,
-                "run_checkpoint_set",
-                id=params.run_id,
-                token=params.token,
-                checkpoint=params.checkpoint,
-            )
-        return bool(rows)
-
-    async def runs_held(self: _Host, worker_id: str) -> list[ClaimedRun]:
-        async with self._read() as conn:
-            rows = await self._all(conn, "runs_held", worker_id=worker_id)
-        return [_rows.claimed_from_row(r, NativeCodec()) for r in rows]
-
-    async def runs_cancel_requested(
-        self: _Host, runs: Sequence[tuple[uuid.UUID, int]]
-    ) -> set[uuid.UUID]:
-        if not runs:
-            return set()
-        async with self._read() as conn:
-            rows = await self._all(
-                conn,
-                "runs_cancel_requested",
-                ids=[r[0] for r in runs],
-                tokens=[r[1] for r in runs],
-            )
-        return {r["id"] for r in rows}
+    """Mixed into PostgresStore: exactly-once transactions (the other long-run methods are
+    :class:`~duetime.store._sql.SQLStore`'s)."""
 
     async def exactly_once_begin(self: _Host) -> PostgresExactlyOnceTx:
         conn = await psycopg.AsyncConnection.connect(
@@ -165,6 +118,7 @@ class PostgresExactlyOnceTx:
             rows = await self._store._all(
                 self._conn,
                 "runs_complete",
+                tenant=None,
                 now=self._store._fixed_now(None),
                 **completion_columns([completion]),
             )

@@ -6,14 +6,13 @@
 -- grows with available_at, so a tenant's best n runs are among them. The job's status is a
 -- scalar subquery, evaluated per row read, so the planner keeps the ordered index scan.
 
--- name: runs_claim_fair
--- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
--- rounds already had), effective priority, available_at, id; claim the runs no quota or
--- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
--- in the order but are left to the locked step (`deferred` counts them; it comes with every
--- claimed row). With `only_fast` those are left out altogether: the claim fills what the
--- locked step left of the batch.
-WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- The (tenant, queue, priority) groups both claim queries walk, filtered to the claimer's
+-- tenant and queues, with each group's tenant weight, quota flag and runs in flight: the
+-- CTEs `groups`, `gf` and `g`, included as {{fair_groups}} (store/sqlfile.py). And the end of
+-- the three per-group run subqueries (the fair claim's, the locked step's two), included as
+-- {{startable_oldest}}: the run's job lets it start (active or completed; paused only for a
+-- manual run); oldest first, up to the limit, locked (SKIP LOCKED).
+-- fragment: fair_groups
 groups AS (
     (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
      ORDER BY tenant, queue, priority LIMIT 1)
@@ -42,7 +41,25 @@ g AS MATERIALIZED (
                       ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
-),
+)
+
+-- fragment: startable_oldest
+(SELECT jobs.status IN ('active', 'completed')
+                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
+               FROM jobs WHERE jobs.id = runs.job_id)
+        ORDER BY runs.available_at
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
+
+-- name: runs_claim_fair
+-- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
+-- rounds already had), effective priority, available_at, id; claim the runs no quota or
+-- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
+-- in the order but are left to the locked step (`deferred` counts them; it comes with every
+-- claimed row). With `only_fast` those are left out altogether: the claim fills what the
+-- locked step left of the batch.
+WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+{{fair_groups}},
 cand AS (
     SELECT c.id, c.tenant, c.available_at, g.weight, g.running,
            c.concurrency_key IS NULL AND NOT g.limited AS fast,
@@ -60,12 +77,7 @@ cand AS (
           AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
           AND (NOT %(only_fast)s::bool OR (runs.concurrency_key IS NULL AND NOT g.limited))
-          AND (SELECT jobs.status IN ('active', 'completed')
-                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
-               FROM jobs WHERE jobs.id = runs.job_id)
-        ORDER BY runs.available_at
-        LIMIT %(limit)s
-        FOR UPDATE OF runs SKIP LOCKED
+          AND {{startable_oldest}}
     ) c
 ),
 ranked AS (
@@ -91,35 +103,7 @@ RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred;
 -- The locked step's candidates, locked (SKIP LOCKED): every run of a limited tenant, and the
 -- runs with an overlap key of the others (through runs_keyed_ready). The store orders them
 -- (store/_fairness.py), takes the advisory locks of their tenants and keys, counts, decides.
-WITH RECURSIVE groups AS (
-    (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
-     ORDER BY tenant, queue, priority LIMIT 1)
-    UNION ALL
-    SELECT n.tenant, n.queue, n.priority FROM groups g, LATERAL (
-        SELECT tenant, queue, priority FROM runs
-        WHERE state = 'scheduled' AND (tenant, queue, priority) > (g.tenant, g.queue, g.priority)
-        ORDER BY tenant, queue, priority LIMIT 1
-    ) n
-),
-gf AS (
-    SELECT * FROM groups
-    WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
-      AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
-),
-g AS MATERIALIZED (
-    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
-    -- already had — only counted when several tenants compete, once per group (materialized)
-    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
-           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
-               AS limited,
-           CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM (
-                          SELECT 1 FROM runs
-                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
-                      ) AS counted)
-                ELSE 0 END AS running
-    FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
-),
+WITH RECURSIVE {{fair_groups}},
 cand AS (
     SELECT c.*, g.weight, g.limited, g.running FROM g CROSS JOIN LATERAL (
         SELECT runs.id, runs.job_id, runs.tenant, runs.priority, runs.available_at,
@@ -129,12 +113,7 @@ cand AS (
           AND runs.priority = g.priority
           AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
-          AND (SELECT jobs.status IN ('active', 'completed')
-                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
-               FROM jobs WHERE jobs.id = runs.job_id)
-        ORDER BY runs.available_at
-        LIMIT %(limit)s
-        FOR UPDATE OF runs SKIP LOCKED
+          AND {{startable_oldest}}
     ) c
     WHERE g.limited
     UNION ALL
@@ -146,12 +125,7 @@ cand AS (
           AND runs.tenant = g.tenant AND runs.queue = g.queue AND runs.priority = g.priority
           AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
-          AND (SELECT jobs.status IN ('active', 'completed')
-                      OR (jobs.status = 'paused' AND runs.trigger = 'manual')
-               FROM jobs WHERE jobs.id = runs.job_id)
-        ORDER BY runs.available_at
-        LIMIT %(limit)s
-        FOR UPDATE OF runs SKIP LOCKED
+          AND {{startable_oldest}}
     ) c
     WHERE NOT g.limited
 )

@@ -79,3 +79,7 @@ FOR UPDATE SKIP LOCKED;
 UPDATE jobs j SET next_fire_at = i.next_fire_at
 FROM unnest(%(ids)s::uuid[], %(next_fire_ats)s::timestamptz[]) AS i(id, next_fire_at)
 WHERE j.id = ANY(ARRAY(SELECT unnest(%(ids)s::uuid[]))) AND j.id = i.id;
+
+-- name: jobs_complete
+UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('active', 'paused');

@@ -2,6 +2,15 @@
 -- charts), what the alert evaluator reads, and alert incidents. Every statement gets an
 -- explicit %(now)s (read once from the database clock by the caller).
 
+-- What a delivery attempt of an incident's notice records, the fired or the resolved one
+-- (done: reset for the next notice; else count the attempt and when to try again): included
+-- as {{delivery_tried}} by incident_delivered_fired and incident_delivered_resolved.
+-- fragment: delivery_tried
+delivered = CASE WHEN %(done)s THEN '[]'::jsonb ELSE %(delivered)s::jsonb END,
+    delivery_attempts = CASE WHEN %(done)s THEN 0 ELSE delivery_attempts + 1 END,
+    next_delivery_at = CASE WHEN %(done)s THEN NULL ELSE %(next_at)s::timestamptz END,
+    last_delivery_error = %(error)s
+
 -- name: stats_due
 SELECT tenant, task, count(*) AS n, min(available_at) AS oldest
 FROM runs
@@ -178,19 +187,13 @@ LIMIT %(limit)s;
 -- name: incident_delivered_fired
 UPDATE alert_incidents SET
     fired_sent_at = CASE WHEN %(done)s THEN %(now)s::timestamptz END,
-    delivered = CASE WHEN %(done)s THEN '[]'::jsonb ELSE %(delivered)s::jsonb END,
-    delivery_attempts = CASE WHEN %(done)s THEN 0 ELSE delivery_attempts + 1 END,
-    next_delivery_at = CASE WHEN %(done)s THEN NULL ELSE %(next_at)s::timestamptz END,
-    last_delivery_error = %(error)s
+    {{delivery_tried}}
 WHERE id = %(id)s AND fired_sent_at IS NULL;
 
 -- name: incident_delivered_resolved
 UPDATE alert_incidents SET
     resolved_sent_at = CASE WHEN %(done)s THEN %(now)s::timestamptz END,
-    delivered = CASE WHEN %(done)s THEN '[]'::jsonb ELSE %(delivered)s::jsonb END,
-    delivery_attempts = CASE WHEN %(done)s THEN 0 ELSE delivery_attempts + 1 END,
-    next_delivery_at = CASE WHEN %(done)s THEN NULL ELSE %(next_at)s::timestamptz END,
-    last_delivery_error = %(error)s
+    {{delivery_tried}}
 WHERE id = %(id)s AND fired_sent_at IS NOT NULL AND resolved_at IS NOT NULL
   AND resolved_sent_at IS NULL;
 

@@ -36,7 +36,7 @@ RETURNING *;
 -- name: runs_misfire
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 missed AS (
-    SELECT r.id, j.misfire_policy FROM runs r JOIN jobs j ON j.id = r.job_id, t
+    SELECT r.id, j.misfire_policy, j.name FROM runs r JOIN jobs j ON j.id = r.job_id, t
     WHERE r.state = 'scheduled' AND r.attempt = 0 AND r.trigger = 'schedule'
       AND r.scheduled_for < t.now
       AND r.scheduled_for < t.now - make_interval(secs => j.misfire_grace_s)
@@ -51,7 +51,7 @@ missed AS (
 UPDATE runs SET state = 'skipped', finished_at = t.now, reason = 'misfire_' || missed.misfire_policy
 FROM missed, t
 WHERE runs.id = missed.id
-RETURNING runs.id;
+RETURNING missed.name;
 
 -- name: run_start_overlap_info
 SELECT runs.concurrency_key, runs.trigger, jobs.overlap_policy, jobs.max_concurrency

@@ -121,16 +121,18 @@ WHERE k.token = i.token AND k.state = 'running' AND k.started_at IS NULL
 -- up by primary key; rows another transaction has locked right now (a start or completion of
 -- this worker under way) are skipped, not waited for — a heartbeat locking thousands of rows
 -- otherwise deadlocks with those batches — and still reported held (from the snapshot): they
--- are renewed by the next heartbeat, a third of a lease later.
+-- are renewed by the next heartbeat, a third of a lease later. A remote worker's lease is
+-- (tenant, lease owner): %(tenant)s, when set, must be the run's.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 held AS (
     SELECT k.id, k.token FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
     -- LATERAL + LIMIT: a primary-key lookup per run
     CROSS JOIN LATERAL (
-        SELECT runs.id, runs.token, runs.state, runs.lease_owner FROM runs
+        SELECT runs.id, runs.token, runs.state, runs.lease_owner, runs.tenant FROM runs
         WHERE runs.id = i.id LIMIT 1
     ) k
     WHERE k.token = i.token AND k.state = 'running' AND k.lease_owner = %(worker_id)s
+      AND (%(tenant)s::text IS NULL OR k.tenant = %(tenant)s::text)
 ),
 locked AS (
     SELECT k.id FROM held h
@@ -152,12 +154,13 @@ SELECT id FROM held;
 -- name: runs_complete
 -- The fenced end of a batch of attempts, one statement: runs still `running` with the
 -- attempt's token take the outcome; every attempt is recorded (`stale` where refused); one-shot
--- jobs whose run ended become `completed`. The caller sends each (run, token) once.
+-- jobs whose run ended become `completed`. The caller sends each (run, token) once. With
+-- %(tenant)s (a remote worker), another tenant's run is neither completed nor recorded.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
     SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
         run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
-        error_class text, error_message text, worker_id text, number int,
+        error_class text, error_message text, traceback text, worker_id text, number int,
         claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
         refund_attempt bool
     )
@@ -170,9 +173,11 @@ held AS (
     -- (the checks stay outside: inside, the partial index's predicate would match them)
     SELECT i.run_id FROM input i
     CROSS JOIN LATERAL (
-        SELECT runs.token, runs.state FROM runs WHERE runs.id = i.run_id LIMIT 1 FOR UPDATE
+        SELECT runs.token, runs.state, runs.tenant FROM runs
+        WHERE runs.id = i.run_id LIMIT 1 FOR UPDATE
     ) k
     WHERE k.token = i.token AND k.state = 'running'
+      AND (%(tenant)s::text IS NULL OR k.tenant = %(tenant)s::text)
 ),
 done AS (
     -- carries what the attempt record and the job need, so nothing below joins back to it
@@ -187,8 +192,8 @@ done AS (
     FROM input i, t
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM held)) AND r.id = i.run_id AND r.token = i.token
     RETURNING r.id, r.job_id, r.tenant, i.token, i.number, i.worker_id, i.claimed_at,
-              i.started_at, i.outcome, i.error_class, i.error_message, i.completes_job,
-              i.next_state
+              i.started_at, i.outcome, i.error_class, i.error_message, i.traceback,
+              i.completes_job, i.next_state
 ),
 completed_jobs AS (
     UPDATE jobs j SET status = 'completed', next_fire_at = NULL, updated_at = t.now
@@ -199,26 +204,28 @@ completed_jobs AS (
 recorded AS (
     INSERT INTO attempts (
         run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at,
-        finished_at, outcome, error_class, error_message
+        finished_at, outcome, error_class, error_message, traceback
     )
     SELECT d.id, d.token, d.job_id, d.tenant, d.number, d.worker_id, d.claimed_at,
-           d.started_at, t.now, d.outcome, d.error_class, d.error_message
+           d.started_at, t.now, d.outcome, d.error_class, d.error_message, d.traceback
     FROM done d CROSS JOIN t
     UNION ALL
     -- refused (stale) attempts: NOT IN over `done` is a hashed subplan, one probe per row.
     -- LATERAL + LIMIT (never pulled up) keeps the run lookup on its primary key
     SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
-           i.started_at, t.now, 'stale', i.error_class, i.error_message
+           i.started_at, t.now, 'stale', i.error_class, i.error_message, i.traceback
     FROM input i
     CROSS JOIN LATERAL (
         SELECT runs.job_id, runs.tenant FROM runs WHERE runs.id = i.run_id LIMIT 1
     ) r
     CROSS JOIN t
     WHERE (i.run_id, i.token) NOT IN (SELECT d.id, d.token FROM done d)
+      AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
     ON CONFLICT (run_id, token) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
         started_at = coalesce(attempts.started_at, excluded.started_at),
-        error_class = excluded.error_class, error_message = excluded.error_message
+        error_class = excluded.error_class, error_message = excluded.error_message,
+        traceback = excluded.traceback
     -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
     WHERE attempts.outcome IN ('lost', 'cancelled')
 )
@@ -260,10 +267,6 @@ SELECT * FROM unnest(
     %(error_class)s::text[], %(error_message)s::text[]
 )
 ON CONFLICT (run_id, token) DO NOTHING;
-
--- name: jobs_complete
-UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = %(now)s
-WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('active', 'paused');
 
 -- name: runs_replay
 WITH picked AS (

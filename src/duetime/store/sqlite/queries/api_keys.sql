@@ -21,4 +21,4 @@ RETURNING *;
 
 -- name: api_key_touch
 UPDATE api_keys SET last_used_at = :now
-WHERE id = :id AND (last_used_at IS NULL OR last_used_at < :since);
+WHERE id = :id AND (last_used_at IS NULL OR last_used_at < :now - CAST(round(:every * 1000000) AS INTEGER));

@@ -6,12 +6,15 @@
 -- available_at, so a tenant's best n runs are among them. The claim's BEGIN IMMEDIATE
 -- transaction makes the claim and the locked step that follows it atomic.
 
--- name: runs_claim_fair
--- Take the batch by rounds of the tenants (weight; runs in flight count as rounds already
--- had), effective priority, available_at, id;
--- claim the runs no quota or overlap key limits (the locked step handles the others). With
--- `only_fast` those are left out altogether: the claim fills what the locked step left.
-WITH RECURSIVE grp(tenant, queue, priority) AS (
+-- The (tenant, queue, priority) groups both claim queries walk, filtered to the claimer's
+-- tenant and queues, with each group's tenant weight, quota flag and runs in flight: the
+-- CTEs `grp`, `gf` and `g`, included as {{fair_groups}} (store/sqlfile.py). And the end of
+-- the three per-group run subqueries (the fair claim's, the locked step's two), included as
+-- {{startable_oldest}}: the run's job lets it start (active or completed; paused only for a
+-- manual run); oldest first, up to the limit. Indented as in the fair claim: the locked
+-- step's copies differ from their hand-written text in indentation only.
+-- fragment: fair_groups
+grp(tenant, queue, priority) AS (
     SELECT * FROM (
         SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
         ORDER BY tenant, queue, priority LIMIT 1
@@ -47,7 +50,23 @@ g AS MATERIALIZED (
                       ) AS counted)
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
-),
+)
+
+-- fragment: startable_oldest
+EXISTS (
+              SELECT 1 FROM jobs
+              WHERE jobs.id = runs.job_id
+                AND (jobs.status IN ('active', 'completed')
+                     OR (jobs.status = 'paused' AND runs.trigger = 'manual')))
+        ORDER BY runs.available_at
+        LIMIT :limit
+
+-- name: runs_claim_fair
+-- Take the batch by rounds of the tenants (weight; runs in flight count as rounds already
+-- had), effective priority, available_at, id;
+-- claim the runs no quota or overlap key limits (the locked step handles the others). With
+-- `only_fast` those are left out altogether: the claim fills what the locked step left.
+WITH RECURSIVE {{fair_groups}},
 cand AS (
     SELECT c.rowid AS rid, c.id, c.tenant, c.available_at, g.weight, g.running,
            c.concurrency_key IS NULL AND NOT g.limited AS fast,
@@ -60,16 +79,10 @@ cand AS (
     JOIN runs AS c ON NOT (:only_fast AND g.limited) AND c.rowid IN (
         SELECT runs.rowid FROM runs
         WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
-          AND runs.priority = g.priority AND runs.available_at <= :until
+          AND runs.priority = g.priority AND runs.available_at <= :now + CAST(round(:lookahead * 1000000) AS INTEGER)
           AND runs.task IN (SELECT value FROM json_each(:tasks))
           AND (NOT :only_fast OR runs.concurrency_key IS NULL)
-          AND EXISTS (
-              SELECT 1 FROM jobs
-              WHERE jobs.id = runs.job_id
-                AND (jobs.status IN ('active', 'completed')
-                     OR (jobs.status = 'paused' AND runs.trigger = 'manual')))
-        ORDER BY runs.available_at
-        LIMIT :limit
+          AND {{startable_oldest}}
     )
 ),
 ranked AS (
@@ -84,7 +97,7 @@ picked AS (
 )
 UPDATE runs SET
     state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at, claimed_at = :now, finished_at = NULL,
+    lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER), claimed_at = :now, finished_at = NULL,
     started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
 WHERE rowid IN (SELECT rid FROM picked WHERE fast)
 RETURNING *;
@@ -93,57 +106,15 @@ RETURNING *;
 -- The locked step's candidates: every run of a limited tenant, and the runs with an overlap
 -- key of the others (through runs_keyed_ready). The store orders them (store/_fairness.py),
 -- counts what runs per tenant and key, and decides.
-WITH RECURSIVE grp(tenant, queue, priority) AS (
-    SELECT * FROM (
-        SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
-        ORDER BY tenant, queue, priority LIMIT 1
-    )
-    UNION ALL
-    -- the next group: a higher priority, else queue, else tenant (three index seeks at most)
-    SELECT n.tenant, n.queue, n.priority FROM grp JOIN runs AS n ON n.rowid = coalesce(
-        (SELECT rowid FROM runs WHERE state = 'scheduled' AND tenant = grp.tenant
-           AND queue = grp.queue AND priority > grp.priority
-         ORDER BY tenant, queue, priority LIMIT 1),
-        (SELECT rowid FROM runs WHERE state = 'scheduled' AND tenant = grp.tenant
-           AND queue > grp.queue
-         ORDER BY tenant, queue, priority LIMIT 1),
-        (SELECT rowid FROM runs WHERE state = 'scheduled' AND tenant > grp.tenant
-         ORDER BY tenant, queue, priority LIMIT 1)
-    )
-),
-gf AS (
-    SELECT * FROM grp
-    WHERE (:tenant IS NULL OR grp.tenant = :tenant)
-      AND (:queues IS NULL OR grp.queue IN (SELECT value FROM json_each(:queues)))
-),
-g AS MATERIALIZED (
-    -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
-    -- already had — only counted when several tenants compete, once per group (materialized)
-    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
-           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, 0)
-               AS limited,
-           CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
-                THEN (SELECT count(*) FROM (
-                          SELECT 1 FROM runs
-                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
-                      ) AS counted)
-                ELSE 0 END AS running
-    FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
-)
+WITH RECURSIVE {{fair_groups}}
 SELECT c.id, c.job_id, c.tenant, c.priority, c.available_at, c.concurrency_key, c.trigger,
        g.weight, g.limited, g.running, jobs.overlap_policy, jobs.max_concurrency
 FROM g JOIN runs AS c ON c.rowid IN (
     SELECT runs.rowid FROM runs
     WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
-      AND runs.priority = g.priority AND runs.available_at <= :until
+      AND runs.priority = g.priority AND runs.available_at <= :now + CAST(round(:lookahead * 1000000) AS INTEGER)
       AND runs.task IN (SELECT value FROM json_each(:tasks))
-      AND EXISTS (
-          SELECT 1 FROM jobs
-          WHERE jobs.id = runs.job_id
-            AND (jobs.status IN ('active', 'completed')
-                 OR (jobs.status = 'paused' AND runs.trigger = 'manual')))
-    ORDER BY runs.available_at
-    LIMIT :limit
+      AND {{startable_oldest}}
 )
 JOIN jobs ON jobs.id = c.job_id
 WHERE g.limited
@@ -154,15 +125,9 @@ FROM g JOIN runs AS c ON c.rowid IN (
     SELECT runs.rowid FROM runs INDEXED BY runs_keyed_ready
     WHERE runs.state = 'scheduled' AND runs.concurrency_key IS NOT NULL
       AND runs.tenant = g.tenant AND runs.queue = g.queue AND runs.priority = g.priority
-      AND runs.available_at <= :until
+      AND runs.available_at <= :now + CAST(round(:lookahead * 1000000) AS INTEGER)
       AND runs.task IN (SELECT value FROM json_each(:tasks))
-      AND EXISTS (
-          SELECT 1 FROM jobs
-          WHERE jobs.id = runs.job_id
-            AND (jobs.status IN ('active', 'completed')
-                 OR (jobs.status = 'paused' AND runs.trigger = 'manual')))
-    ORDER BY runs.available_at
-    LIMIT :limit
+      AND {{startable_oldest}}
 )
 JOIN jobs ON jobs.id = c.job_id
 WHERE NOT g.limited;
@@ -176,9 +141,11 @@ FROM tenants t
 WHERE t.id IN (SELECT value FROM json_each(:tenants));
 
 -- name: tenant_buckets_set
--- One tenant per call (executemany).
-UPDATE tenants SET bucket_tokens = :tokens, bucket_at = max(coalesce(bucket_at, :now), :now)
-WHERE id = :tenant;
+-- `tenants` and `tokens`: JSON arrays, element k of one for element k of the other.
+UPDATE tenants SET bucket_tokens = json_extract(:tokens, '$[' || i.key || ']'),
+    bucket_at = max(coalesce(bucket_at, :now), :now)
+FROM json_each(:tenants) AS i
+WHERE tenants.id = i.value;
 
 -- name: tenant_limits_upsert
 -- Fields passed as NULL keep their value; 0 removes a limit (stored as NULL).

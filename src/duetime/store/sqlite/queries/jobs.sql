@@ -12,6 +12,7 @@ INSERT INTO jobs (
     :metadata, :partition_key, :next_fire_at, :now, :now, :target, :max_concurrency,
     :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s
 )
+ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
@@ -35,6 +36,13 @@ SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
 -- name: job_get_by_name
 SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
 
+-- name: job_lock_by_id
+-- No row locks in SQLite: the caller's BEGIN IMMEDIATE already holds the database.
+SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
+
+-- name: job_lock_by_name
+SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
+
 -- name: job_list
 SELECT * FROM jobs
 WHERE tenant = :tenant
@@ -50,10 +58,6 @@ UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :no
 WHERE id = :id AND status IN (SELECT value FROM json_each(:from_states))
 RETURNING *;
 
--- name: job_complete
-UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = :now
-WHERE id = :id AND status IN ('active', 'paused');
-
 -- name: job_delete
 DELETE FROM jobs WHERE id = :id;
 
@@ -64,10 +68,13 @@ WHERE status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= :until
 ORDER BY next_fire_at
 LIMIT :limit;
 
--- name: job_advance
-UPDATE jobs SET next_fire_at = :next_fire_at WHERE id = :id;
+-- name: jobs_advance
+-- `ids` and `next_fire_ats`: JSON arrays, element k of one for element k of the other.
+UPDATE jobs SET next_fire_at = n.value
+FROM json_each(:ids) AS i JOIN json_each(:next_fire_ats) AS n ON n.key = i.key
+WHERE jobs.id = i.value;
 
--- name: jobs_complete_many
+-- name: jobs_complete
 -- One-shot jobs whose run ended (`ids`: a JSON array), in the completion's transaction.
 UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('active', 'paused');

@@ -2,7 +2,7 @@
 -- Take the leadership if it is free or expired, or renew it if we hold it. The term increases
 -- on every change of leader (never on a renewal), so it fences leader-only writes.
 INSERT INTO leader (name, node_id, term, elected_at, expires_at)
-VALUES ('default', :node_id, 1, :now, :expires_at)
+VALUES ('default', :node_id, 1, :now, :now + CAST(round(:ttl * 1000000) AS INTEGER))
 ON CONFLICT (name) DO UPDATE SET
     term = CASE WHEN leader.node_id = excluded.node_id AND leader.expires_at >= :now
                 THEN leader.term ELSE leader.term + 1 END,
@@ -21,7 +21,7 @@ WHERE name = 'default' AND node_id = :node_id AND term = :term;
 -- name: leader_get
 SELECT node_id, term, elected_at, expires_at FROM leader WHERE name = 'default';
 
--- name: leader_holds
+-- name: leader_hold
 SELECT 1 AS held FROM leader
 WHERE name = 'default' AND node_id = :node_id AND term = :term AND expires_at > :now;
 

@@ -8,9 +8,11 @@ WHERE id = :id AND token = :token AND state = 'running';
 UPDATE runs SET checkpoint = :checkpoint
 WHERE id = :id AND token = :token AND state = 'running';
 
--- name: run_cancel_requested
+-- name: runs_cancel_requested
 SELECT id FROM runs
-WHERE id = :id AND token = :token AND state = 'running' AND cancel_requested;
+WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
+                      JOIN json_each(:tokens) AS t ON t.key = i.key)
+  AND state = 'running' AND cancel_requested;
 
 -- name: runs_held
 -- Runs a worker holds: after a claim whose answer was lost, it adopts those it does not know.

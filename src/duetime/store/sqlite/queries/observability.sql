@@ -1,6 +1,15 @@
 -- Observability: the cluster's queues (metrics gauges, dashboard), recent activity (dashboard
 -- charts), what the alert evaluator reads, and alert incidents. Instants are microseconds.
 
+-- What a delivery attempt of an incident's notice records, the fired or the resolved one
+-- (done: reset for the next notice; else count the attempt and when to try again): included
+-- as {{delivery_tried}} by incident_delivered_fired and incident_delivered_resolved.
+-- fragment: delivery_tried
+delivered = CASE WHEN :done THEN '[]' ELSE :delivered END,
+    delivery_attempts = CASE WHEN :done THEN 0 ELSE delivery_attempts + 1 END,
+    next_delivery_at = CASE WHEN :done THEN NULL ELSE :next_at END,
+    last_delivery_error = :error
+
 -- name: stats_due
 SELECT tenant, task, count(*) AS n, min(available_at) AS oldest
 FROM runs
@@ -34,7 +43,7 @@ SELECT * FROM leader WHERE name = 'default' AND expires_at > :now;
 -- name: timeline_runs
 -- Runs that ended succeeded or dead, by bucket of their end, with the fire lag of those that
 -- ran at their first attempt in the buckets of duetime._observe.LAG_BOUNDS_MS (-1: none).
-SELECT (finished_at - :since) / :step AS bucket, state,
+SELECT (finished_at - :since) / max(1, CAST(:step * 1000000 AS INTEGER)) AS bucket, state,
     CASE
         WHEN started_at IS NULL OR attempt > 1 THEN -1
         WHEN started_at - scheduled_for <= 1000 THEN 0
@@ -60,7 +69,7 @@ WHERE tenant = :tenant AND finished_at >= :since AND state IN ('succeeded', 'dea
 GROUP BY 1, 2, 3;
 
 -- name: timeline_attempts
-SELECT (finished_at - :since) / :step AS bucket, outcome, count(*) AS n
+SELECT (finished_at - :since) / max(1, CAST(:step * 1000000 AS INTEGER)) AS bucket, outcome, count(*) AS n
 FROM attempts
 WHERE tenant = :tenant AND finished_at >= :since AND outcome IN ('failed', 'timed_out', 'lost')
 GROUP BY 1, 2;
@@ -177,19 +186,13 @@ LIMIT :limit;
 -- name: incident_delivered_fired
 UPDATE alert_incidents SET
     fired_sent_at = CASE WHEN :done THEN :now ELSE NULL END,
-    delivered = CASE WHEN :done THEN '[]' ELSE :delivered END,
-    delivery_attempts = CASE WHEN :done THEN 0 ELSE delivery_attempts + 1 END,
-    next_delivery_at = CASE WHEN :done THEN NULL ELSE :next_at END,
-    last_delivery_error = :error
+    {{delivery_tried}}
 WHERE id = :id AND fired_sent_at IS NULL;
 
 -- name: incident_delivered_resolved
 UPDATE alert_incidents SET
     resolved_sent_at = CASE WHEN :done THEN :now ELSE NULL END,
-    delivered = CASE WHEN :done THEN '[]' ELSE :delivered END,
-    delivery_attempts = CASE WHEN :done THEN 0 ELSE delivery_attempts + 1 END,
-    next_delivery_at = CASE WHEN :done THEN NULL ELSE :next_at END,
-    last_delivery_error = :error
+    {{delivery_tried}}
 WHERE id = :id AND fired_sent_at IS NOT NULL AND resolved_at IS NOT NULL
   AND resolved_sent_at IS NULL;
 

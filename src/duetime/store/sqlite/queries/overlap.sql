@@ -20,7 +20,7 @@ WHERE state = 'scheduled' AND id IN (SELECT value FROM json_each(:ids));
 -- name: runs_claim_ids
 UPDATE runs SET
     state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at, claimed_at = :now, finished_at = NULL,
+    lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER), claimed_at = :now, finished_at = NULL,
     started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
 WHERE state = 'scheduled' AND id IN (SELECT value FROM json_each(:ids))
 RETURNING *;
@@ -28,7 +28,7 @@ RETURNING *;
 -- name: runs_misfire
 -- Judged at claim time: never-attempted scheduled runs older than their job's misfire grace
 -- (no worker was up). `skip` skips them all; `fire_once` skips all but the latest due one;
--- `backfill` runs them all.
+-- `backfill` runs them all. Returns the job's name of each run skipped.
 UPDATE runs SET
     state = 'skipped', finished_at = :now,
     reason = 'misfire_' || (SELECT jobs.misfire_policy FROM jobs WHERE jobs.id = runs.job_id)
@@ -43,7 +43,8 @@ WHERE id IN (
                WHERE n.job_id = r.job_id AND n.trigger = 'schedule'
                  AND n.scheduled_for > r.scheduled_for AND n.scheduled_for <= :now)))
     LIMIT :limit
-);
+)
+RETURNING (SELECT jobs.name FROM jobs WHERE jobs.id = runs.job_id) AS name;
 
 -- name: run_start_overlap_info
 SELECT runs.concurrency_key, runs.trigger, jobs.overlap_policy, jobs.max_concurrency

@@ -1,18 +1,45 @@
--- name: run_insert
+-- The checks of a start, run_start's and runs_start's alike (after the token fence): the lease
+-- has not lapsed, and the run's job lets it start (active or completed; paused only for a
+-- manual run); included as {{start_allowed}}.
+-- fragment: start_allowed
+lease_expires_at > :now
+  AND EXISTS (
+      SELECT 1 FROM jobs
+      WHERE jobs.id = runs.job_id
+        AND (jobs.status IN ('active', 'completed')
+             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
+  )
+
+-- name: runs_insert
+-- Many runs at once (`batch`: a JSON array of records, as on PostgreSQL); an existing
+-- occurrence (or idempotency key) is left alone. Returns the ids inserted.
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
-) VALUES (
-    :id, :job_id, :tenant, :job_name, :task, :queue, :payload, :scheduled_for, :available_at,
-    'scheduled', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
-    :timeout_s, :delivery, :one_shot, :trigger, :idempotency_key, :request_hash, :now, :target,
-    :concurrency_key
 )
+SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
+       json_extract(r.value, '$.tenant'), json_extract(r.value, '$.job_name'),
+       json_extract(r.value, '$.task'), json_extract(r.value, '$.queue'),
+       json_extract(r.value, '$.payload'), json_extract(r.value, '$.scheduled_for'),
+       json_extract(r.value, '$.available_at'), 'scheduled',
+       json_extract(r.value, '$.priority'), json_extract(r.value, '$.max_attempts'),
+       json_extract(r.value, '$.backoff_base'), json_extract(r.value, '$.backoff_factor'),
+       json_extract(r.value, '$.backoff_cap'), json_extract(r.value, '$.timeout_s'),
+       json_extract(r.value, '$.delivery'), json_extract(r.value, '$.one_shot'),
+       json_extract(r.value, '$.trigger'), json_extract(r.value, '$.idempotency_key'),
+       json_extract(r.value, '$.request_hash'), :now, json_extract(r.value, '$.target'),
+       json_extract(r.value, '$.concurrency_key')
+FROM json_each(:batch) AS r
+WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING id;
 
 -- name: run_get
+SELECT * FROM runs WHERE tenant = :tenant AND id = :id;
+
+-- name: run_lock
+-- No row locks in SQLite: the caller's BEGIN IMMEDIATE already holds the database.
 SELECT * FROM runs WHERE tenant = :tenant AND id = :id;
 
 -- name: run_get_by_key
@@ -42,15 +69,9 @@ WHERE job_id = :job_id AND (trigger = 'schedule' OR :include_manual)
 -- Fenced by token, refused on a lapsed lease (the reaper may be about to take the run over),
 -- and renewing the lease so a run that starts has a full lease ahead of it.
 UPDATE runs SET started_at = max(:now, available_at),
-    lease_expires_at = coalesce(:lease_expires_at, lease_expires_at)
+    lease_expires_at = coalesce(:now + CAST(round(:lease_ttl * 1000000) AS INTEGER), lease_expires_at)
 WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
-  AND lease_expires_at > :now
-  AND EXISTS (
-      SELECT 1 FROM jobs
-      WHERE jobs.id = runs.job_id
-        AND (jobs.status IN ('active', 'completed')
-             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
-  );
+  AND {{start_allowed}};
 
 -- name: runs_start
 -- run_start for a batch of runs claimed ahead (:runs, a JSON array of [id, token]) in one
@@ -58,22 +79,22 @@ WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
 -- with one are found by runs_start_keyed and take run_start's path one by one, in the same
 -- transaction). Locks: nothing beyond the database, held by the caller's BEGIN IMMEDIATE.
 UPDATE runs SET started_at = max(:now, available_at),
-    lease_expires_at = coalesce(:lease_expires_at, lease_expires_at)
+    lease_expires_at = coalesce(:now + CAST(round(:lease_ttl * 1000000) AS INTEGER), lease_expires_at)
 WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                       FROM json_each(:runs))  -- each run found by primary key
   AND state = 'running' AND started_at IS NULL AND concurrency_key IS NULL
-  AND lease_expires_at > :now
-  AND EXISTS (
-      SELECT 1 FROM jobs
-      WHERE jobs.id = runs.job_id
-        AND (jobs.status IN ('active', 'completed')
-             OR (jobs.status = 'paused' AND runs.trigger = 'manual'))
-  )
+  AND {{start_allowed}}
 RETURNING id;
 
--- name: run_heartbeat
-UPDATE runs SET lease_expires_at = :lease_expires_at
-WHERE id = :id AND token = :token AND state = 'running' AND lease_owner = :worker_id
+-- name: runs_heartbeat
+-- The runs (id, token) this worker still holds, their leases extended; each row found by
+-- primary key. A remote worker's lease is (tenant, lease owner): :tenant, when set, must be
+-- the run's.
+UPDATE runs SET lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER)
+WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
+                      JOIN json_each(:tokens) AS t ON t.key = i.key)
+  AND state = 'running' AND lease_owner = :worker_id
+  AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING id;
 
 -- name: attempt_record
@@ -97,12 +118,18 @@ WHERE state = 'running' AND lease_expires_at < :now
 ORDER BY lease_expires_at
 LIMIT :limit;
 
--- name: run_reap
+-- name: runs_reap
+-- One array per column (JSON): element k of each is run k.
 UPDATE runs SET
-    state = :next_state, token = token + 1, lease_owner = NULL, lease_expires_at = NULL,
-    available_at = :now, reason = :reason,
-    finished_at = CASE WHEN :next_state = 'scheduled' THEN NULL ELSE :now END
-WHERE id = :id AND token = :token AND state = 'running';
+    state = i.next_state, token = runs.token + 1, lease_owner = NULL, lease_expires_at = NULL,
+    available_at = :now, reason = i.reason,
+    finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE :now END
+FROM (SELECT k.value AS id, json_extract(:token, '$[' || k.key || ']') AS token,
+             json_extract(:next_state, '$[' || k.key || ']') AS next_state,
+             json_extract(:reason, '$[' || k.key || ']') AS reason
+      FROM json_each(:id) AS k) AS i
+WHERE runs.id = i.id AND runs.token = i.token AND runs.state = 'running'
+RETURNING runs.id;
 
 -- name: runs_replay
 UPDATE runs SET
@@ -131,9 +158,13 @@ RETURNING *;
 -- name: attempts_list
 SELECT * FROM attempts WHERE tenant = :tenant AND run_id = :run_id ORDER BY number, token;
 
--- name: skip_insert
+-- name: skips_insert
+-- One array per column (JSON), as PostgreSQL's unnest: element k of each is row k.
 INSERT INTO run_skips (job_id, first_at, last_at, count, reason, created_at)
-VALUES (:job_id, :first_at, :last_at, :count, :reason, :now);
+SELECT j.value, json_extract(:first_at, '$[' || j.key || ']'),
+       json_extract(:last_at, '$[' || j.key || ']'), json_extract(:count, '$[' || j.key || ']'),
+       json_extract(:reason, '$[' || j.key || ']'), :now
+FROM json_each(:job_id) AS j;
 
 -- name: skips_list
 SELECT s.* FROM run_skips s JOIN jobs j ON j.id = s.job_id
@@ -145,7 +176,8 @@ ORDER BY s.first_at;
 -- available_at, reason, error class, error message, refund (0/1)], each (run, token) once), one
 -- statement: runs still `running` with the attempt's token take the outcome. Returns the
 -- applied (id, token) with the job. One statement per batch: a statement per run cost two
--- thread hops of aiosqlite each, far more than SQLite's own work.
+-- thread hops of aiosqlite each, far more than SQLite's own work. With :tenant (a remote
+-- worker), only that tenant's runs.
 UPDATE runs SET
     state = json_extract(b.value, '$[2]'),
     attempt = attempt - json_extract(b.value, '$[7]'),
@@ -157,27 +189,29 @@ UPDATE runs SET
     last_error_message = json_extract(b.value, '$[6]')
 FROM json_each(:batch) AS b
 WHERE runs.id = json_extract(b.value, '$[0]') AND runs.token = json_extract(b.value, '$[1]')
-  AND runs.state = 'running'
+  AND runs.state = 'running' AND (:tenant IS NULL OR runs.tenant = :tenant)
 RETURNING runs.id, runs.token, runs.job_id;
 
 -- name: attempts_record
 -- Every attempt of a completed batch recorded (`records`: a JSON array of [run id, token,
--- number, worker id, claimed_at, started_at, outcome, error class, error message]; the outcome
--- is `stale` where runs_complete refused it), in the same transaction.
+-- number, worker id, claimed_at, started_at, outcome, error class, error message, traceback];
+-- the outcome is `stale` where runs_complete refused it), in the same transaction; with
+-- :tenant, none for another tenant's run.
 INSERT INTO attempts (
     run_id, token, job_id, tenant, number, worker_id, claimed_at, started_at, finished_at,
-    outcome, error_class, error_message
+    outcome, error_class, error_message, traceback
 )
 SELECT runs.id, json_extract(a.value, '$[1]'), runs.job_id, runs.tenant,
        json_extract(a.value, '$[2]'), json_extract(a.value, '$[3]'),
        json_extract(a.value, '$[4]'), json_extract(a.value, '$[5]'), :now,
        json_extract(a.value, '$[6]'), json_extract(a.value, '$[7]'),
-       json_extract(a.value, '$[8]')
+       json_extract(a.value, '$[8]'), json_extract(a.value, '$[9]')
 FROM json_each(:records) AS a JOIN runs ON runs.id = json_extract(a.value, '$[0]')
-WHERE true
+WHERE :tenant IS NULL OR runs.tenant = :tenant
 ON CONFLICT (run_id, token) DO UPDATE SET
     outcome = excluded.outcome, finished_at = excluded.finished_at,
     started_at = coalesce(attempts.started_at, excluded.started_at),
-    error_class = excluded.error_class, error_message = excluded.error_message
+    error_class = excluded.error_class, error_message = excluded.error_message,
+    traceback = excluded.traceback
 -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
 WHERE attempts.outcome IN ('lost', 'cancelled');

@@ -1,4 +1,4 @@
-"""``duetime server``: the REST API (and, later, the dashboard) over HTTP.
+"""``duetime server``: the REST API, the dashboard and ``/metrics`` over HTTP.
 
 API keys are required (``duetime keys create``) unless ``--no-auth``. The line
 ``duetime server: listening on http://HOST:PORT`` is printed once the socket is bound (with
@@ -14,20 +14,22 @@ import typer
 
 from duetime.api import ApiServer, is_loopback
 from duetime.cli._common import DbOption, run_async
-from duetime.cli._root import cli
-from duetime.cli.serve import (
+from duetime.cli._lifecycle import (
     LogFormat,
     LogLevel,
-    _app_for,
-    _gather,
-    _install_signals,
-    _logging,
+    app_for,
+    configure_logging,
+    install_signals,
+    open_until_stopped,
+    run_until_stopped,
 )
 
 HostOption = Annotated[
     str, typer.Option("--host", help="Address to listen on (loopback unless you mean it).")
 ]
 PortOption = Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")]
+
+commands = typer.Typer()
 
 
 def describe_api(api: ApiServer) -> str:
@@ -37,7 +39,7 @@ def describe_api(api: ApiServer) -> str:
     )
 
 
-@cli.command()
+@commands.command()
 def server(
     db: DbOption = None,
     host: HostOption = "127.0.0.1",
@@ -55,20 +57,25 @@ def server(
 ) -> None:
     """Serve the REST API (/api/v1, docs at /api/v1/docs, /healthz, /readyz), the dashboard at
     / and Prometheus metrics at /metrics."""
-    _logging(log_level, log_format)
+    configure_logging(log_level, log_format)
 
     def ready(api: ApiServer) -> None:
         typer.echo(f"duetime server: {describe_api(api)}")
         if no_auth:
             exposed = "" if is_loopback(host) else f" — and {host} is not loopback"
             typer.echo(f"duetime server: OPEN, no API key needed (--no-auth){exposed}")
+            if not is_loopback(host):
+                typer.echo(
+                    "duetime server: an open API answers only loopback Host names: list the "
+                    "names clients use in DUETIME_API_ALLOWED_HOSTS"
+                )
         else:
             typer.echo("duetime server: API keys required (create one: duetime keys create)")
 
     async def go() -> None:
         stop = asyncio.Event()
-        _install_signals(stop)
-        async with _app_for(db, None, migrate=None) as app:
+        signals = install_signals(stop)
+        async with open_until_stopped(app_for(db, None, migrate=None), signals) as app:
             api = ApiServer(
                 app,
                 host=host,
@@ -77,6 +84,6 @@ def server(
                 log_level=log_level,
                 on_ready=ready,
             )
-            await _gather(stop, *app.node_loops(stop, roles=("api",)), api.run(stop))
+            await run_until_stopped(stop, *app.node_loops(stop, roles=("api",)), api.run(stop))
 
     run_async(go)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from duetime.store._overlap import Candidate, OverlapDecision, decide
+from duetime.policies.overlap import Candidate, OverlapDecision, decide
 
 T = TypeVar("T")
 
@@ -166,7 +166,7 @@ class TenantQuota:
 @dataclass(slots=True)
 class QuotaLedger:
     """Admits candidates against their tenants' quotas during one claim (used as the ``admit``
-    hook of :func:`duetime.store._overlap.decide`)."""
+    hook of :func:`duetime.policies.overlap.decide`)."""
 
     quotas: Mapping[str, TenantQuota]
     left: dict[str, int] = field(default_factory=dict)

@@ -1,9 +1,12 @@
-"""Observability over HTTP: ``/metrics`` (Prometheus), the dashboard at ``/``, and small read-only
-endpoints the dashboard reads — who the caller is, an overview of the queues with recent
-activity, the live nodes and workers, alert incidents — and ``GET /jobs/{id}/explain``.
+"""What the dashboard reads, over HTTP: small read-only endpoints — who the caller is, an
+overview of the queues with recent activity, the live nodes and workers, alert incidents — and
+``GET /jobs/{id}/explain``; and ``/metrics`` (Prometheus), which shares their cached cluster
+stats. The dashboard's own files are served by :mod:`duetime.api.dashboard`.
 
-The dashboard (``src/duetime/dashboard/``) is static HTML, CSS and JavaScript; it reads and acts
-only through the REST API, with the API key its user enters.
+Tenant isolation: ``/cluster`` and the overview list the installation's own workers and nodes
+(every tenant's runs go through them: they are not a tenant's secret) and the caller's tenant's
+remote workers only — never another tenant's worker ids or task names. ``/metrics`` labels
+every tenant: it needs an admin key when ``metrics_auth`` is ``admin``.
 """
 
 from __future__ import annotations
@@ -13,24 +16,23 @@ import time
 import uuid
 from collections import deque
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import FileResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import Response
 from pydantic import BaseModel
 
-from duetime._observe import ClusterStats, Incident, TimelineBucket
-from duetime.api.auth import Viewer, state_of
+from duetime._monitoring import ClusterStats, Incident, TimelineBucket
+from duetime.api.auth import Admin, Viewer, state_of
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import JobId
-from duetime.api.schemas import parse_id
+from duetime.api.problems import unauthorized
+from duetime.api.schemas import fields_from, parse_id
 from duetime.app import AsyncApp
+from duetime.errors import ValidationError
 from duetime.explain import Explanation
 from duetime.metrics import metrics
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "dashboard"
 STATS_MAX_AGE = 5.0
 DEPTH_SAMPLES = 720
 """Queue-depth samples kept per tenant (one per 5 s at most: the last hour)."""
@@ -63,6 +65,8 @@ class WorkerOut(BaseModel):
     tasks: list[str]
     started_at: datetime
     heartbeat_at: datetime
+    tenant: str | None = None
+    """The caller's tenant for its remote workers; null for the installation's own."""
 
 
 class NodeOut(BaseModel):
@@ -88,43 +92,22 @@ class ClusterOut(BaseModel):
     workers: list[WorkerOut]
 
     @classmethod
-    def of(cls, stats: ClusterStats) -> ClusterOut:
+    def of(cls, stats: ClusterStats, tenant: str) -> ClusterOut:
+        """The cluster as ``tenant`` may see it: the installation's nodes and workers, and its
+        own remote workers (never another tenant's)."""
         lead = stats.leader
         return cls(
-            leader=None
-            if lead is None
-            else LeaderOut(
-                node_id=lead.node_id,
-                term=lead.term,
-                elected_at=lead.elected_at,
-                expires_at=lead.expires_at,
-            ),
-            nodes=[
-                NodeOut(
-                    id=n.id,
-                    host=n.host,
-                    pid=n.pid,
-                    roles=list(n.roles),
-                    partitions=n.partitions,
-                    started_at=n.started_at,
-                    heartbeat_at=n.heartbeat_at,
-                )
-                for n in stats.nodes
-            ],
+            leader=None if lead is None else LeaderOut(**fields_from(LeaderOut, lead)),
+            nodes=[NodeOut(**fields_from(NodeOut, n, roles=list(n.roles))) for n in stats.nodes],
             workers=[
-                WorkerOut(
-                    id=w.id,
-                    host=w.host,
-                    pid=w.pid,
-                    tasks=list(w.tasks),
-                    started_at=w.started_at,
-                    heartbeat_at=w.heartbeat_at,
-                )
+                WorkerOut(**fields_from(WorkerOut, w, tasks=list(w.tasks)))
                 for w in stats.workers
+                if w.tenant is None or w.tenant == tenant
             ],
         )
 
 
+# Incident's fields as a pydantic model, for the OpenAPI document.
 class IncidentOut(BaseModel):
     id: uuid.UUID
     kind: str
@@ -144,19 +127,13 @@ class IncidentOut(BaseModel):
     @classmethod
     def of(cls, i: Incident) -> IncidentOut:
         return cls(
-            id=i.id,
-            kind=str(i.kind),
-            subject=i.subject,
-            state="firing" if i.firing else "resolved",
-            summary=i.summary,
-            tenant=i.tenant,
-            job_id=i.job_id,
-            run_id=i.run_id,
-            details=i.details,
-            opened_at=i.opened_at,
-            resolved_at=i.resolved_at,
-            resolution=i.resolution,
-            delivered=i.pending_event is None,
+            **fields_from(
+                cls,
+                i,
+                kind=str(i.kind),
+                state="firing" if i.firing else "resolved",
+                delivered=i.pending_event is None,
+            )
         )
 
 
@@ -169,6 +146,11 @@ class DepthSample(BaseModel):
     due: int
     running: int
     dead_letters: int
+
+    @classmethod
+    def of(cls, stats: ClusterStats, tenant: str) -> DepthSample:
+        counts = stats.tenant(tenant)
+        return cls(at=stats.now, due=counts.due, running=counts.running, dead_letters=counts.dead)
 
 
 class Overview(BaseModel):
@@ -194,14 +176,13 @@ class BucketOut(BaseModel):
     @classmethod
     def of(cls, b: TimelineBucket) -> BucketOut:
         return cls(
-            start=b.start,
-            succeeded=b.succeeded,
-            dead=b.dead,
-            failed_attempts=b.failed_attempts,
-            lost_attempts=b.lost_attempts,
-            fire_lag_p50=b.lag_quantile(0.5),
-            fire_lag_p95=b.lag_quantile(0.95),
-            fire_lag_p99=b.lag_quantile(0.99),
+            **fields_from(
+                cls,
+                b,
+                fire_lag_p50=b.lag_quantile(0.5),
+                fire_lag_p95=b.lag_quantile(0.95),
+                fire_lag_p99=b.lag_quantile(0.99),
+            )
         )
 
 
@@ -249,39 +230,22 @@ class ExplanationOut(BaseModel):
 
     @classmethod
     def of(cls, e: Explanation) -> ExplanationOut:
-        return cls(
-            job_id=e.job_id,
-            name=e.name,
-            tenant=e.tenant,
-            status=str(e.status),
-            schedule=e.schedule,
-            tz=e.tz,
-            now=e.now,
-            summary=e.summary,
-            next_fire_at=e.next_fire_at,
-            last=[
-                OccurrenceReportOut(
-                    instant=r.instant,
+        last = [
+            OccurrenceReportOut(
+                **fields_from(
+                    OccurrenceReportOut,
+                    r,
                     local=r.local.isoformat(),
-                    what=r.what,
-                    why=r.why,
-                    run_id=r.run_id,
                     state=None if r.state is None else str(r.state),
                     trigger=str(r.trigger),
-                    attempts=r.attempts,
-                    reason=r.reason,
-                    error=r.error,
-                    count=r.count,
-                    last=r.last,
                 )
-                for r in e.last
-            ],
-            next=[
-                NextFireOut(instant=n.instant, local=n.local.isoformat(), dst_note=n.dst_note)
-                for n in e.next
-            ],
-            notes=e.notes,
-        )
+            )
+            for r in e.last
+        ]
+        upcoming = [
+            NextFireOut(**fields_from(NextFireOut, n, local=n.local.isoformat())) for n in e.next
+        ]
+        return cls(**fields_from(cls, e, status=str(e.status), last=last, next=upcoming))
 
 
 # --- shared, cached cluster stats ---------------------------------------------------------------
@@ -309,33 +273,17 @@ class StatsCache:
     def _sample(self, stats: ClusterStats) -> None:
         tenants = {t.tenant for t in stats.tenants} | set(self.depth)
         for tenant in tenants:
-            counts = stats.tenant(tenant)
             samples = self.depth.get(tenant)
             if samples is None:
                 if len(self.depth) >= 1000:
                     continue
                 samples = self.depth[tenant] = deque(maxlen=DEPTH_SAMPLES)
-            samples.append(
-                DepthSample(
-                    at=stats.now, due=counts.due, running=counts.running, dead_letters=counts.dead
-                )
-            )
+            samples.append(DepthSample.of(stats, tenant))
 
     def samples(self, tenant: str) -> list[DepthSample]:
         """The tenant's depth samples (from now on sampled with every read)."""
         if tenant not in self.depth and self.stats is not None and len(self.depth) < 1000:
-            counts = self.stats.tenant(tenant)
-            self.depth[tenant] = deque(
-                [
-                    DepthSample(
-                        at=self.stats.now,
-                        due=counts.due,
-                        running=counts.running,
-                        dead_letters=counts.dead,
-                    )
-                ],
-                maxlen=DEPTH_SAMPLES,
-            )
+            self.depth[tenant] = deque([DepthSample.of(self.stats, tenant)], maxlen=DEPTH_SAMPLES)
         return list(self.depth.get(tenant, ()))
 
 
@@ -366,8 +314,9 @@ class WhoAmIEndpoint(Endpoint):
 
 class GetOverview(Endpoint):
     """Overview of the queues
-    The tenant's due, running and dead runs now, the cluster's live nodes, workers and leader,
-    the alerts firing, and queue-depth samples (taken by this API process while it is read)."""
+    The tenant's due, running and dead runs now, the cluster's live nodes, workers (the
+    installation's and the tenant's remote ones) and leader, the alerts firing, and queue-depth
+    samples (taken by this API process while it is read)."""
 
     method, path, tag = "GET", "/stats/overview", "observability"
 
@@ -387,7 +336,7 @@ class GetOverview(Endpoint):
                 expired_leases=stats.expired_leases,
                 overdue_jobs=stats.overdue_jobs,
             ),
-            cluster=ClusterOut.of(stats),
+            cluster=ClusterOut.of(stats, caller.tenant),
             alerts_firing=[IncidentOut.of(i) for i in firing],
             depth=cache.samples(caller.tenant),
         )
@@ -417,12 +366,14 @@ class GetTimeline(Endpoint):
 
 
 class GetCluster(Endpoint):
-    """Live nodes, workers and the leader"""
+    """Live nodes, workers and the leader
+    The installation's own nodes and workers, and the caller's tenant's remote workers (an
+    admin sees another tenant's with `?tenant=`)."""
 
     method, path, tag = "GET", "/cluster", "observability"
 
     async def handle(self, request: Request, caller: Viewer) -> ClusterOut:
-        return ClusterOut.of(await cache_of(request).get())
+        return ClusterOut.of(await cache_of(request).get(), caller.tenant)
 
 
 class ListAlerts(Endpoint):
@@ -453,6 +404,7 @@ class ExplainJob(Endpoint):
     method, path, tag = "GET", "/jobs/{job_id}/explain", "jobs"
     errors = (404, 422)
 
+    # FastAPI reads each endpoint's parameters from its own signature (alike across endpoints)
     async def handle(
         self,
         job_id: JobId,
@@ -479,37 +431,27 @@ TAG = {
     "live nodes and workers, alert incidents.",
 }
 
-_SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-    "style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
-}
 
-
-def install(api: FastAPI, app: AsyncApp) -> None:
-    """``/metrics`` and the dashboard (``/`` and ``/dashboard/…``), outside ``/api/v1``."""
+def install_metrics(api: FastAPI, app: AsyncApp) -> None:
+    """``/metrics`` (outside ``/api/v1``) and the stats cache it shares with the endpoints."""
     cache = StatsCache(app)
     api.state.duetime_stats = cache
     registry = metrics()
 
-    @api.get("/metrics", include_in_schema=False)
-    async def prometheus_metrics() -> Response:
+    async def serve_metrics() -> Response:
         await registry.refresh(cache.get, max_age=0)
         return Response(registry.exposition(), media_type=registry.content_type)
 
-    api.mount(
-        "/dashboard",
-        StaticFiles(directory=DASHBOARD, check_dir=False),
-        name="dashboard",
-    )
+    access = app.settings.metrics_auth
+    if access == "none":  # Prometheus scrapes without a key: keep it behind network policy
+        api.get("/metrics", include_in_schema=False)(serve_metrics)
+    elif access == "admin":
 
-    @api.get("/dashboard-config", include_in_schema=False)
-    async def dashboard_config(request: Request) -> dict[str, Any]:
-        """What the dashboard needs before it has a key: whether it must ask for one."""
-        return {"auth_required": state_of(request).auth_required}
+        @api.get("/metrics", include_in_schema=False)
+        async def admin_metrics(caller: Admin) -> Response:
+            if caller.key is None:  # keys not required (duetime up): still needs one here
+                raise unauthorized("/metrics needs an admin API key (metrics_auth=admin)")
+            return await serve_metrics()
 
-    @api.get("/", include_in_schema=False)
-    async def dashboard() -> FileResponse:
-        return FileResponse(DASHBOARD / "index.html", headers=_SECURITY_HEADERS)
+    else:
+        raise ValidationError("metrics_auth", f"must be 'none' or 'admin', got {access!r}")

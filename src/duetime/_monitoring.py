@@ -17,6 +17,7 @@ from duetime._types import JSON, Leadership, NodeInfo, TenantQueueStats, WorkerI
 # --- the cluster's state ----------------------------------------------------------------------
 
 
+# Plain fields, the same shape as _types.py's value types by nature (no logic is repeated).
 @dataclass(frozen=True, slots=True)
 class TenantCounts:
     tenant: str
@@ -75,8 +76,15 @@ class ClusterStats:
         ]
         return max(0.0, (self.now - min(instants)).total_seconds()) if instants else 0.0
 
-    def served_tasks(self) -> set[str]:
-        return {task for worker in self.workers for task in worker.tasks}
+    def served_tasks(self, tenant: str | None = None) -> set[str]:
+        """Task names live workers serve: with ``tenant``, for that tenant (the installation's
+        workers and the tenant's own remote workers); without, by any worker."""
+        return {
+            task
+            for worker in self.workers
+            if tenant is None or worker.tenant is None or worker.tenant == tenant
+            for task in worker.tasks
+        }
 
 
 # --- recent activity ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""What a worker tells the metrics: starts (fire lag), outcomes (attempt outcomes, run ends,
-durations), runs that did not start, misfire skips. The worker calls it at those points; the
-completion listener it wraps sees every written outcome (applied or stale)."""
+"""What a worker tells the metrics (:class:`RunObserver`): starts (fire lag), outcomes
+(attempt outcomes, run ends, durations), runs that did not start, misfire skips. The worker
+calls it at those points; the completion listener it wraps sees every written outcome
+(applied or stale)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rows of the observability queries → the value types of ``duetime._observe``, once for every
+"""Rows of the observability queries → the value types of ``duetime._monitoring``, once for every
 dialect (each passes its :class:`~duetime.store._rows.Codec`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from duetime._observe import (
+from duetime._monitoring import (
     LAG_BOUNDS_MS,
     AlertKind,
     ClusterStats,

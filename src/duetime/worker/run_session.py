@@ -146,6 +146,7 @@ class RunSession:
         lease_ttl: float,
         request_heartbeat: Callable[[], None],
     ) -> None:
+        # keyword-only parameters stored as attributes: constructor boilerplate, nothing shared
         self.store = store
         self.run = run
         self.delivery = delivery

@@ -1,0 +1,318 @@
+""":class:`AsyncApp`, the front hall: it opens and closes the store, holds the settings, clock
+and task registry, makes the service loops, and hands out one typed service per concern —
+``jobs``, ``runs``, ``bulk``, ``tenants``, ``keys``, ``monitoring``. Each operation also sits flat
+on the app (``app.schedule`` is ``app.jobs.schedule``), as the README has always shown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from duetime._clock import Clock, SystemClock
+from duetime._config import Settings
+from duetime.app._forward import deprecated, forward
+from duetime.app.bulk import Bulk
+from duetime.app.jobs import Jobs
+from duetime.app.keys import Keys
+from duetime.app.monitoring import Monitoring
+from duetime.app.runs import Runs
+from duetime.app.tenants import Tenants
+from duetime.errors import ConnectError, ValidationError
+from duetime.leadership import Elector, NodePresence, new_node_id
+from duetime.maintenance import LeaseReaper, MaintenanceManager
+from duetime.scheduler.materializer import Materializer
+from duetime.store import create_store, is_postgres_url
+from duetime.store.base import Store
+from duetime.targets.python import TaskFunc, TaskRegistry
+from duetime.worker.completer import CompletionListener
+from duetime.worker.remote import RemoteWorkers
+from duetime.worker.worker import StartListener, Worker
+
+log = logging.getLogger("duetime")
+F = TypeVar("F", bound=TaskFunc)
+
+
+class AsyncApp:
+    """duetime for async code. Use ``async with AsyncApp(url) as app:`` or ``await app.open()``.
+
+    ``url``: a SQLite path (default ``duetime.db``) or a ``postgresql://`` URL; defaults to
+    ``DUETIME_DATABASE_URL``. ``tenant`` scopes every job operation.
+
+    The operations live in services: ``app.jobs`` (:class:`~duetime.app.Jobs`), ``app.runs``
+    (:class:`~duetime.app.Runs`; calling it finds runs), ``app.bulk``, ``app.tenants``,
+    ``app.keys`` (calling it finds keys) and ``app.monitoring``. The flat names
+    (``app.schedule``, ``app.trigger``, ``app.get``, …) are those same methods.
+
+    ``app.list`` is deprecated — use ``app.jobs.find``: a method named ``list`` hides the
+    builtin inside the class body, where ``list[...]`` in an annotation then names the method
+    (type checkers refuse it). It is kept, warning, as the class's last attribute, so no
+    annotation in the class comes after it.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        registry: TaskRegistry | None = None,
+        migrate: bool | None = None,
+    ) -> None:
+        self.settings = settings or Settings.from_env(database_url=url)
+        if url is not None and settings is not None:
+            self.settings = self.settings.with_(database_url=url)
+        if not tenant or len(tenant) > 100:
+            raise ValidationError("tenant", "must be 1-100 characters")
+        self.tenant = tenant
+        self.clock: Clock = clock or SystemClock()
+        self.registry = registry or TaskRegistry()
+        self._store: Store | None = None
+        self._migrate = migrate
+        self._view = False
+        self.jobs = Jobs(self)
+        self.runs = Runs(self, self.jobs)
+        self.bulk = Bulk(self)
+        self.tenants = Tenants(self)
+        self.keys = Keys(self)
+        self.monitoring = Monitoring(self, self.jobs, self.runs)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("app is not open: use `async with app` or `await app.open()`")
+        return self._store
+
+    @property
+    def dialect(self) -> str:
+        """``postgres`` or ``sqlite``: the database the app's URL names (open or not)."""
+        return "postgres" if is_postgres_url(self.settings.database_url) else "sqlite"
+
+    async def migrate(self) -> int:
+        """Bring the schema up to date (safe to run again, and concurrently); its version."""
+        return await self.store.migrate()
+
+    async def open(self, *, create: bool = True) -> AsyncApp:
+        """Connect; on SQLite (or with ``migrate=True``) bring the schema up to date first.
+        ``create=False`` (read-only callers such as the CLI's read commands): on SQLite a
+        missing directory is an error and a missing file reads as an empty database; nothing is
+        created."""
+        if self._store is not None:
+            return self
+        url = self.settings.database_url
+        deadline = time.monotonic() + self.settings.startup_wait
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + self.settings.startup_wait))
+        delay = 0.25
+        attempt = 0
+        while True:
+            attempt += 1
+            store = create_store(
+                url, clock=None if is_postgres_url(url) else self.clock, create=create
+            )
+            try:
+                await store.open()
+                migrate = self._migrate if self._migrate is not None else not is_postgres_url(url)
+                if migrate:
+                    await store.migrate()
+                else:
+                    await store.check_schema()
+                break
+            except ConnectError as exc:
+                await store.close()
+                if not exc.retryable or time.monotonic() + delay > deadline:
+                    raise
+                log.warning(
+                    "cannot connect to %s (attempt %d, retrying until %s): %s",
+                    exc.target,
+                    attempt,
+                    until,
+                    exc.reason,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except store.transient_errors as exc:
+                await store.close()
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("database unreachable (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except BaseException:
+                await store.close()
+                raise
+        self._store = store
+        return self
+
+    async def close(self) -> None:
+        if self._view:
+            return
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    async def __aenter__(self) -> AsyncApp:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def for_tenant(self, tenant: str) -> AsyncApp:
+        """This app acting on ``tenant``: the same open store, registry, settings and clock.
+        Cheap (the REST API makes one per request); closing it closes nothing."""
+        # keyword arguments by name (alike in shape to calls elsewhere, not shared logic)
+        view = AsyncApp(
+            tenant=tenant,
+            settings=self.settings,
+            clock=self.clock,
+            registry=self.registry,
+            migrate=self._migrate,
+        )
+        view._store = self.store
+        view._view = True
+        return view
+
+    # --- tasks ----------------------------------------------------------------------------
+
+    def task(self, name: str) -> Callable[[F], F]:
+        """Register a function (async or sync) as the task ``name``::
+
+        @app.task("billing.settle")
+        async def settle(ctx, payload): ...
+        """
+
+        def register(func: F) -> F:
+            self.registry.register(name, func)
+            return func
+
+        return register
+
+    # --- running the loops ----------------------------------------------------------------
+
+    def worker(
+        self,
+        *,
+        tasks: Sequence[str] | None = None,
+        on_start: StartListener | None = None,
+        on_complete: CompletionListener | None = None,
+        queues: Sequence[str] | None = None,
+    ) -> Worker:
+        """A worker of the registered tasks (or ``tasks``), claiming runs of ``queues`` only
+        (a worker pool; default every queue)."""
+        return Worker(
+            self.store,
+            self.registry,
+            self.settings,
+            tasks=tasks,
+            clock=self.clock,
+            on_start=on_start,
+            on_complete=on_complete,
+            queues=queues,
+        )
+
+    def materializer(self, partitions: tuple[int, int] | None = None) -> Materializer:
+        return Materializer(self.store, self.settings, partitions=partitions)
+
+    def reaper(self) -> LeaseReaper:
+        return LeaseReaper(self.store, self.settings)
+
+    def remote_workers(self) -> RemoteWorkers:
+        """The remote-worker protocol (claim, heartbeat, complete over HTTP), for this tenant."""
+        return RemoteWorkers(self.store, self.settings, self.tenant)
+
+    def node_loops(
+        self,
+        stop: asyncio.Event,
+        *,
+        roles: Sequence[str],
+        partitions: tuple[int, int] | None = None,
+    ) -> list[Coroutine[Any, Any, None]]:
+        """The loops of one duetime process with these ``roles``: node presence always; with
+        ``scheduler``, also leader election, the leader-only maintenance duties and the
+        materializer (for ``partitions``, default all). The worker loop is :meth:`worker`."""
+        node_id = new_node_id()
+        span = None if partitions is None else f"{partitions[0]}-{partitions[1]}"
+        loops = [
+            NodePresence(
+                self.store,
+                node_id,
+                roles,
+                interval=self.settings.heartbeat_interval,
+                partitions=span,
+            ).run(stop)
+        ]
+        if "scheduler" in roles:
+            elector = Elector(self.store, node_id, ttl=self.settings.leader_ttl)
+            maintenance = MaintenanceManager(self.store, self.settings, lambda: elector.fence)
+            loops += [
+                elector.run(stop),
+                maintenance.run(stop),
+                self.materializer(partitions).run(stop),
+            ]
+        return loops
+
+    async def run_scheduler(
+        self, stop: asyncio.Event, partitions: tuple[int, int] | None = None
+    ) -> None:
+        """The scheduler role until ``stop``: materializer, election, leader-only duties."""
+        await supervise(stop, *self.node_loops(stop, roles=("scheduler",), partitions=partitions))
+
+    # --- the flat API: each name is the service method it names ---------------------------
+
+    schedule = forward("jobs", Jobs.schedule)
+    schedule_spec = forward("jobs", Jobs.schedule_spec)
+    update_job = forward("jobs", Jobs.update_job)
+    get = forward("jobs", Jobs.get)
+    pause = forward("jobs", Jobs.pause)
+    resume = forward("jobs", Jobs.resume)
+    cancel = forward("jobs", Jobs.cancel)
+    delete = forward("jobs", Jobs.delete)
+    trigger = forward("jobs", Jobs.trigger)
+    trigger_run = forward("jobs", Jobs.trigger_run)
+    preview = forward("jobs", Jobs.preview)
+    preview_job = forward("jobs", Jobs.preview_job)
+    next_fires = forward("jobs", Jobs.next_fires)
+    schedule_many = forward("bulk", Bulk.schedule_many)
+    run = forward("runs", Runs.get)
+    attempts = forward("runs", Runs.attempts)
+    skips = forward("runs", Runs.skips)
+    dead_letters = forward("runs", Runs.dead_letters)
+    replay = forward("runs", Runs.replay)
+    cancel_run = forward("runs", Runs.cancel)
+    webhook_secret = forward("tenants", Tenants.webhook_secret)
+    tenant_limits_set = forward("tenants", Tenants.limits_set)
+    tenant_limits_get = forward("tenants", Tenants.limits_get)
+    tenant_limits_list = forward("tenants", Tenants.limits_list)
+    tenant_stats = forward("tenants", Tenants.stats)
+    create_key = forward("keys", Keys.create)
+    revoke_key = forward("keys", Keys.revoke)
+    authenticate = forward("keys", Keys.authenticate)
+    nodes = forward("monitoring", Monitoring.nodes)
+    cluster_stats = forward("monitoring", Monitoring.cluster_stats)
+    timeline = forward("monitoring", Monitoring.timeline)
+    incidents = forward("monitoring", Monitoring.incidents)
+    explain = forward("monitoring", Monitoring.explain)
+    # runs(...) and keys(...) are the services themselves, called
+
+    # Last in the class: from here on, ``list`` in this class body names this attribute.
+    list = deprecated("jobs", Jobs.find, use="app.jobs.find(...)")
+
+
+async def supervise(stop: asyncio.Event, *loops: Coroutine[Any, Any, Any]) -> None:
+    """Run ``loops`` until the first fails or ``stop`` is set and they all return; then set
+    ``stop`` and wait for every one (the first failure is raised). The CLI's processes run
+    their loops with it too (:func:`duetime.cli._lifecycle.run_until_stopped`)."""
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            error = task.exception()
+            if error is not None:
+                raise error
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,323 @@
+"""``app.jobs``: declare, read, find, pause, resume, cancel, delete and trigger jobs, and
+preview when they fire."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Unpack
+
+from duetime import _json
+from duetime._redact import has_redacted, keep_redacted
+from duetime._types import (  # an import list like other modules': not logic
+    DeliveryMode,
+    Job,
+    JobStatus,
+    MisfirePolicy,
+    Occurrence,
+    OverlapPolicy,
+    Page,
+    RetryPolicy,
+    Run,
+    Schedule,
+    ScheduleKind,
+)
+from duetime.app._service import Service, check_limit, check_task, enum_value, job_ref
+from duetime.errors import NotFound, ValidationError
+from duetime.registration import (
+    MAX_NAME,
+    JobChanges,
+    JobSpec,
+    build_upsert,
+    change_job,
+    changed_task,
+    check_delivery,
+    check_priority,
+    request_hash,
+    upsert_job,
+)
+from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
+from duetime.store.base import JobListParams, JobRef, JobSetStatusParams, RunTriggerParams
+
+
+class Jobs(Service):
+    """The jobs of one tenant (``app.jobs``; the same methods sit flat on the app too)."""
+
+    __slots__ = ()
+
+    async def schedule(
+        self,
+        name: str,
+        *,
+        task: str | None = None,
+        target: dict[str, Any] | None = None,
+        cron: str | None = None,
+        at: datetime | timedelta | None = None,
+        every: timedelta | float | None = None,
+        now: bool = False,
+        tz: str = "UTC",
+        anchor: datetime | None = None,
+        payload: Any = None,
+        retry: RetryPolicy | None = None,
+        priority: int = 0,
+        timeout: float | None = None,
+        misfire: MisfirePolicy | str = MisfirePolicy.FIRE_ONCE,
+        misfire_grace: float | None = None,
+        overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+        delivery: DeliveryMode | str = DeliveryMode.AT_LEAST_ONCE,
+        queue: str = "default",
+        tags: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        concurrency_key: str | None = None,
+        max_backfill: int = 100,
+        sla: float | timedelta | None = None,
+        expected_duration: float | timedelta | None = None,
+        jitter: float | timedelta = 0.0,
+        allow_past: bool = False,
+        allow_unregistered: bool = False,
+        create_only: bool = False,
+    ) -> Job:
+        """Create the job ``name`` of this tenant, or update it if it exists; the returned
+        job's ``created`` says which.
+
+        Either ``task`` (a registered function's name) or ``target`` (``{"type": "http", "url":
+        …, "method": "POST", "headers": {…}, "timeout": 30}``: each run is sent to that URL as
+        a signed webhook, see docs/webhooks.md; a header value ``"<redacted>"``, as the REST
+        API and the CLI show every one, keeps the job's stored value). Exactly one of ``cron``
+        (with ``tz``), ``at`` (a datetime with offset, or a delay), ``every`` (interval, from
+        ``anchor``, default now) or ``now=True``. Updating with an unchanged schedule keeps its
+        next fire instant; a changed schedule takes effect from its next occurrence (runs not
+        yet started are skipped). ``sla``: seconds after each scheduled instant within which a
+        run must succeed, else the leader raises an alert; ``expected_duration``: how long a
+        run normally takes (stuck-run alerts; default: learnt from the job's history).
+        ``priority``: -1000 to 1000, higher first, with aging; ``queue``: the worker pool that
+        runs it; ``jitter``: seconds each run may become available after its instant, stable
+        per occurrence (docs/fairness.md). ``create_only``: a name in use raises Conflict.
+        An ``at`` further in the past than the misfire grace is refused unless ``allow_past``
+        (then it is due at once). Raises ValidationError.
+        """
+        spec = JobSpec(
+            name=name,
+            task=task,
+            target=target,
+            cron=cron,
+            at=at,
+            every=every,
+            now=now,
+            tz=tz,
+            anchor=anchor,
+            payload=payload,
+            retry=retry,
+            priority=priority,
+            timeout=timeout,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            overlap=overlap,
+            delivery=delivery,
+            queue=queue,
+            tags=tuple(tags),
+            metadata=dict(metadata or {}),
+            max_concurrency=max_concurrency,
+            concurrency_key=concurrency_key,
+            max_backfill=max_backfill,
+            sla=sla,
+            expected_duration=expected_duration,
+            jitter=jitter,
+            allow_past=allow_past,
+        )
+        return await self.schedule_spec(
+            spec, allow_unregistered=allow_unregistered, create_only=create_only
+        )
+
+    async def schedule_spec(
+        self, spec: JobSpec, *, allow_unregistered: bool = False, create_only: bool = False
+    ) -> Job:
+        """:meth:`schedule` with its arguments as one :class:`~duetime.registration.JobSpec`."""
+        if has_redacted(spec.target):  # written back as read: keep the stored credentials
+            spec = replace(spec, target=keep_redacted(spec.target, await self._stored(spec)))
+        params = build_upsert(
+            spec,
+            tenant=self.tenant,
+            settings=self.settings,
+            now=self.clock.now(),
+            create_only=create_only,
+        )
+        check_delivery(params, self.store.dialect)
+        await check_task(self._scope, params.task, allow_unregistered)
+        job, created = await upsert_job(self.store, params)
+        return replace(job, created=created)
+
+    async def update_job(
+        self,
+        job: str | uuid.UUID,
+        *,
+        allow_unregistered: bool = False,
+        **changes: Unpack[JobChanges],
+    ) -> Job:
+        """Change some of a job's settings, atomically: ``app.update_job("nightly",
+        priority=5, retry={"max_attempts": 9})``. Each keyword (a
+        :class:`~duetime.registration.JobChanges` key: ``schedule``'s parameters but the name)
+        replaces that setting; the others keep the values the job has when the update is
+        applied, in one store transaction that locks it, so concurrent updates of different
+        settings all survive. ``retry`` may be partial (a dict merged onto the job's policy).
+        Giving any of ``cron``, ``at``, ``every`` or ``now`` replaces the schedule (its runs not
+        yet started are skipped); an equivalent one keeps its next fire instant. A header value
+        ``"<redacted>"`` in ``target`` keeps the stored value. Raises NotFound,
+        ValidationError (nothing changed)."""
+        task = changed_task(changes)
+        if task is not None:  # before the transaction: on SQLite the lookup would wait on it
+            await check_task(self._scope, task, allow_unregistered)
+        return await change_job(
+            self.store,
+            job_ref(self.tenant, job),
+            changes,
+            settings=self.settings,
+            now=self.clock.now(),
+        )
+
+    async def _stored(self, spec: JobSpec) -> dict[str, Any] | None:
+        """The stored target of the job ``spec`` names (None: no such job, or a bad name,
+        which build_upsert refuses)."""
+        name = spec.name
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
+            return None
+        try:
+            return (await self.store.job_get(JobRef(tenant=self.tenant, name=name))).target
+        except NotFound:
+            return None
+
+    async def get(self, job: str | uuid.UUID) -> Job:
+        """A job by id or name. Raises NotFound."""
+        return await self.store.job_get(job_ref(self.tenant, job))
+
+    async def find(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        name_prefix: str | None = None,
+        tag: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Job]:
+        """This tenant's jobs by name, a page at a time (pass the page's ``next_cursor`` as
+        ``cursor`` for the next), filtered by status, name prefix and tag."""
+        check_limit(limit)
+        return await self.store.job_list(
+            JobListParams(
+                tenant=self.tenant,
+                status=None if status is None else enum_value(JobStatus, status, "status"),
+                name_prefix=name_prefix,
+                tag=tag,
+                limit=limit,
+                after_name=cursor,
+            )
+        )
+
+    async def pause(self, job: str | uuid.UUID) -> Job:
+        """Pause: its not-yet-started runs are skipped; triggers still run. Conflict if the
+        job is cancelled or completed."""
+        return await self._set_status(job, JobStatus.PAUSED)
+
+    async def resume(self, job: str | uuid.UUID) -> Job:
+        """Resume a paused job at its next occurrence after now."""
+        return await self._set_status(job, JobStatus.ACTIVE)
+
+    async def cancel(self, job: str | uuid.UUID) -> Job:
+        """Cancel for good: its pending runs are cancelled and it never fires again."""
+        return await self._set_status(job, JobStatus.CANCELLED)
+
+    async def _set_status(self, job: str | uuid.UUID, status: JobStatus) -> Job:
+        ref = job_ref(self.tenant, job)
+        next_fire_at = None
+        if status is JobStatus.ACTIVE:
+            current = await self.store.job_get(ref)
+            next_fire_at = self._resume_instant(current.schedule, current.next_fire_at)
+        return await self.store.job_set_status(
+            JobSetStatusParams(job=ref, status=status, next_fire_at=next_fire_at)
+        )
+
+    def _resume_instant(self, schedule: Schedule, pending: datetime | None) -> datetime | None:
+        """Where a resumed job picks up: its next occurrence after now (paused ones were
+        skipped, not missed); a one-shot keeps its instant if it never ran."""
+        now = self.clock.now()
+        if schedule.one_shot:
+            return pending
+        if schedule.kind is ScheduleKind.EVERY:
+            return next_fire_after(schedule, now)
+        return first_fire(schedule, now)
+
+    async def delete(self, job: str | uuid.UUID) -> None:
+        """Delete a job with its runs and their history."""
+        await self.store.job_delete(job_ref(self.tenant, job))
+
+    async def trigger(
+        self,
+        job: str | uuid.UUID,
+        *,
+        idempotency_key: str | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+    ) -> Run:
+        """Run the job now. With ``idempotency_key`` the same key never makes two runs (a repeat
+        returns the first; the same key with another payload raises Conflict)."""
+        run, _ = await self.trigger_run(
+            job, idempotency_key=idempotency_key, payload=payload, priority=priority
+        )
+        return run
+
+    # trigger's parameters spelled again in full: a public signature that help() and IDEs show.
+    async def trigger_run(
+        self,
+        job: str | uuid.UUID,
+        *,
+        idempotency_key: str | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+    ) -> tuple[Run, bool]:
+        """:meth:`trigger`, also saying whether this call created the run (False: an earlier
+        call with the same idempotency key did, and this is its run)."""
+        encoded = None
+        if payload is not None:
+            encoded = _json.encode_payload(payload, limit=self.settings.payload_limit)
+        if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
+            raise ValidationError("idempotency_key", "must be 1-200 characters")
+        if priority is not None:
+            check_priority(priority)
+        return await self.store.run_trigger(
+            RunTriggerParams(
+                job=job_ref(self.tenant, job),
+                payload=encoded,
+                priority=priority,
+                idempotency_key=idempotency_key,
+                request_hash=request_hash(payload, priority),
+            )
+        )
+
+    def preview(
+        self, cron: str, *, tz: str = "UTC", after: datetime | None = None, count: int = 10
+    ) -> list[Occurrence]:
+        """The next ``count`` fire instants of a cron expression strictly after ``after``.
+        Raises ValidationError for a bad expression or zone, or one that never fires."""
+        schedule = Schedule(ScheduleKind.CRON, cron=cron, tz=tz)
+        start = after or self.clock.now()
+        validate_schedule(schedule, start)
+        return preview(schedule, start, count)
+
+    async def preview_job(
+        self, job: str | uuid.UUID, *, after: datetime | None = None, count: int = 10
+    ) -> list[Occurrence]:
+        """The next ``count`` fire instants of a job's schedule strictly after ``after``
+        (default now), whatever its status: its ``H`` values are the job's own."""
+        current = await self.get(job)
+        return preview(current.schedule, after or self.clock.now(), count)
+
+    async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
+        """The job's next ``count`` fire instants, from its ``next_fire_at`` on (none unless
+        it is active)."""
+        current = await self.get(job)
+        if current.next_fire_at is None or current.status is not JobStatus.ACTIVE:
+            return []
+        return preview(current.schedule, current.next_fire_at - timedelta(microseconds=1), count)

@@ -1,0 +1,273 @@
+""":class:`App`: the front hall for plain synchronous code. It runs an :class:`AsyncApp` on a
+private event-loop thread (so it works from code that has a running loop of its own) and
+mirrors it: the same services (``app.jobs``, ``app.runs``, …) and flat names, with the same
+parameters, returning results instead of coroutines. The mirrors are made from the async
+methods themselves (:class:`~duetime.app._forward.Blocking`), so a parameter added there is
+here too, typed; tests/unit/test_front_hall.py checks the two surfaces match name for name.
+
+What has no sync form: the store, ``open`` (an ``App`` opens on first use), and the service
+loops (``worker``, ``materializer``, ``reaper``, ``remote_workers``, ``node_loops``,
+``run_scheduler``), which run in the caller's own event loop: use :class:`AsyncApp` there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from duetime._clock import Clock
+from duetime._config import Settings
+from duetime.app._forward import Blocking, Direct, SyncService, deprecated_blocking
+from duetime.app._forward import forward as _forward
+from duetime.app._forward import forward_blocking as forward
+from duetime.app.async_app import AsyncApp
+from duetime.app.bulk import Bulk
+from duetime.app.jobs import Jobs
+from duetime.app.keys import Keys
+from duetime.app.monitoring import Monitoring
+from duetime.app.runs import Runs
+from duetime.app.tenants import Tenants
+from duetime.targets.python import TaskFunc, TaskRegistry
+
+T = TypeVar("T")
+F = TypeVar("F", bound=TaskFunc)
+
+
+# The Sync* classes repeat each service's method names on purpose: mypy types ``app.jobs.x(...)``
+# only from attributes spelled in a class body (a class made at run time would be Any to it).
+class SyncJobs(SyncService[Jobs]):
+    """:class:`~duetime.app.Jobs`, blocking (``App.jobs``)."""
+
+    schedule = Blocking(Jobs.schedule)
+    schedule_spec = Blocking(Jobs.schedule_spec)
+    update_job = Blocking(Jobs.update_job)
+    get = Blocking(Jobs.get)
+    find = Blocking(Jobs.find)
+    pause = Blocking(Jobs.pause)
+    resume = Blocking(Jobs.resume)
+    cancel = Blocking(Jobs.cancel)
+    delete = Blocking(Jobs.delete)
+    trigger = Blocking(Jobs.trigger)
+    trigger_run = Blocking(Jobs.trigger_run)
+    preview = Direct(Jobs.preview)
+    preview_job = Blocking(Jobs.preview_job)
+    next_fires = Blocking(Jobs.next_fires)
+
+
+class SyncRuns(SyncService[Runs]):
+    """:class:`~duetime.app.Runs`, blocking (``App.runs``; calling it finds runs)."""
+
+    find = Blocking(Runs.find)
+    __call__ = Blocking(Runs.find)
+    get = Blocking(Runs.get)
+    attempts = Blocking(Runs.attempts)
+    skips = Blocking(Runs.skips)
+    dead_letters = Blocking(Runs.dead_letters)
+    replay = Blocking(Runs.replay)
+    cancel = Blocking(Runs.cancel)
+
+
+class SyncBulk(SyncService[Bulk]):
+    """:class:`~duetime.app.Bulk`, blocking (``App.bulk``)."""
+
+    schedule_many = Blocking(Bulk.schedule_many)
+
+
+class SyncTenants(SyncService[Tenants]):
+    """:class:`~duetime.app.Tenants`, blocking (``App.tenants``)."""
+
+    limits_set = Blocking(Tenants.limits_set)
+    limits_get = Blocking(Tenants.limits_get)
+    limits_list = Blocking(Tenants.limits_list)
+    stats = Blocking(Tenants.stats)
+    webhook_secret = Blocking(Tenants.webhook_secret)
+
+
+class SyncKeys(SyncService[Keys]):
+    """:class:`~duetime.app.Keys`, blocking (``App.keys``; calling it finds keys)."""
+
+    create = Blocking(Keys.create)
+    find = Blocking(Keys.find)
+    __call__ = Blocking(Keys.find)
+    revoke = Blocking(Keys.revoke)
+    authenticate = Blocking(Keys.authenticate)
+
+
+class SyncMonitoring(SyncService[Monitoring]):
+    """:class:`~duetime.app.Monitoring`, blocking (``App.monitoring``)."""
+
+    nodes = Blocking(Monitoring.nodes)
+    cluster_stats = Blocking(Monitoring.cluster_stats)
+    timeline = Blocking(Monitoring.timeline)
+    incidents = Blocking(Monitoring.incidents)
+    explain = Blocking(Monitoring.explain)
+
+
+class _Portal:
+    """An event loop on a daemon thread; ``call`` runs a coroutine there and waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="duetime-app", daemon=True
+        )
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+
+
+async def _nothing() -> None:
+    return None
+
+
+class App:
+    """duetime for synchronous code: the same services and operations as :class:`AsyncApp`,
+    blocking. The store is opened on first use; call :meth:`close` (or use ``with
+    App(...)``) when done. ``app.list`` is deprecated: use ``app.jobs.find``."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        registry: TaskRegistry | None = None,
+        migrate: bool | None = None,
+    ) -> None:
+        aio = AsyncApp(
+            url, tenant=tenant, settings=settings, clock=clock, registry=registry, migrate=migrate
+        )
+        self._setup(aio, None)
+
+    def _setup(self, aio: AsyncApp, root: App | None) -> None:
+        self.aio = aio
+        self._root = root
+        self._portal: _Portal | None = None
+        self._lock = threading.Lock()
+        self.jobs = SyncJobs(self._call, aio.jobs)
+        self.runs = SyncRuns(self._call, aio.runs)
+        self.bulk = SyncBulk(self._call, aio.bulk)
+        self.tenants = SyncTenants(self._call, aio.tenants)
+        self.keys = SyncKeys(self._call, aio.keys)
+        self.monitoring = SyncMonitoring(self._call, aio.monitoring)
+
+    # Read through to the async app, as a Service's are to its scope: plain typed properties.
+    @property
+    def registry(self) -> TaskRegistry:
+        return self.aio.registry
+
+    @property
+    def settings(self) -> Settings:
+        return self.aio.settings
+
+    @property
+    def tenant(self) -> str:
+        return self.aio.tenant
+
+    @property
+    def clock(self) -> Clock:
+        return self.aio.clock
+
+    @property
+    def dialect(self) -> str:
+        """See :attr:`AsyncApp.dialect`."""
+        return self.aio.dialect
+
+    def migrate(self) -> int:
+        """See :meth:`AsyncApp.migrate`. The app opens first: on PostgreSQL, make it with
+        ``migrate=True`` (opening checks the schema otherwise)."""
+        return self._call(self.aio.migrate)
+
+    def task(self, name: str) -> Callable[[F], F]:
+        """See :meth:`AsyncApp.task`."""
+        return self.aio.task(name)
+
+    def _call(self, coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if self._root is not None:
+            return self._root._call(coro_fn)
+        with self._lock:
+            if self._portal is None:
+                self._portal = _Portal()
+                try:
+                    self._portal.call(self.aio.open())
+                except BaseException:
+                    self._portal.stop()
+                    self._portal = None
+                    raise
+        return self._portal.call(coro_fn())
+
+    def close(self) -> None:
+        """Close the store and stop the event-loop thread (a :meth:`for_tenant` view's close
+        does nothing). The app opens again on its next use."""
+        if self._root is not None:
+            return
+        with self._lock:
+            if self._portal is not None:
+                self._portal.call(self.aio.close())
+                self._portal.stop()
+                self._portal = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def for_tenant(self, tenant: str) -> App:
+        """This app acting on ``tenant``: the same store, event-loop thread, registry,
+        settings and clock (it opens this app if needed); closing it closes nothing."""
+        root = self._root or self
+        root._call(_nothing)
+        view = App.__new__(App)
+        view._setup(root.aio.for_tenant(tenant), root)
+        return view
+
+    # --- the flat API: each name is the sync service method it names ----------------------
+    # AsyncApp's list again, on purpose: one shared list would need a type mapping a method to
+    # its coroutine's result here and to the coroutine there, which typing cannot spell;
+    # tests/unit/test_front_hall.py checks the two surfaces match name for name.
+
+    schedule = forward("jobs", Jobs.schedule)
+    schedule_spec = forward("jobs", Jobs.schedule_spec)
+    update_job = forward("jobs", Jobs.update_job)
+    get = forward("jobs", Jobs.get)
+    pause = forward("jobs", Jobs.pause)
+    resume = forward("jobs", Jobs.resume)
+    cancel = forward("jobs", Jobs.cancel)
+    delete = forward("jobs", Jobs.delete)
+    trigger = forward("jobs", Jobs.trigger)
+    trigger_run = forward("jobs", Jobs.trigger_run)
+    preview = _forward("jobs", Jobs.preview)
+    preview_job = forward("jobs", Jobs.preview_job)
+    next_fires = forward("jobs", Jobs.next_fires)
+    schedule_many = forward("bulk", Bulk.schedule_many)
+    run = forward("runs", Runs.get)
+    attempts = forward("runs", Runs.attempts)
+    skips = forward("runs", Runs.skips)
+    dead_letters = forward("runs", Runs.dead_letters)
+    replay = forward("runs", Runs.replay)
+    cancel_run = forward("runs", Runs.cancel)
+    webhook_secret = forward("tenants", Tenants.webhook_secret)
+    tenant_limits_set = forward("tenants", Tenants.limits_set)
+    tenant_limits_get = forward("tenants", Tenants.limits_get)
+    tenant_limits_list = forward("tenants", Tenants.limits_list)
+    tenant_stats = forward("tenants", Tenants.stats)
+    create_key = forward("keys", Keys.create)
+    revoke_key = forward("keys", Keys.revoke)
+    authenticate = forward("keys", Keys.authenticate)
+    nodes = forward("monitoring", Monitoring.nodes)
+    cluster_stats = forward("monitoring", Monitoring.cluster_stats)
+    timeline = forward("monitoring", Monitoring.timeline)
+    incidents = forward("monitoring", Monitoring.incidents)
+    explain = forward("monitoring", Monitoring.explain)
+
+    # Last in the class: from here on, ``list`` in this class body names this attribute.
+    list = deprecated_blocking("jobs", Jobs.find, use="app.jobs.find(...)")

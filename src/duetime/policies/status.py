@@ -1,0 +1,36 @@
+"""Status rules: which job status moves are allowed, what a move does to the job's pending
+runs, and where a run whose lease was lost goes. Pure: both stores apply them in their
+transactions (docs/state_machine.md maps each transition to its query)."""
+
+from __future__ import annotations
+
+from duetime._types import DeliveryMode, JobStatus, Run, RunState
+
+STATUS_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PAUSED: frozenset({JobStatus.ACTIVE}),
+    JobStatus.ACTIVE: frozenset({JobStatus.PAUSED}),
+    JobStatus.CANCELLED: frozenset({JobStatus.ACTIVE, JobStatus.PAUSED}),
+}
+"""Target status → the statuses a job may move to it from."""
+
+PENDING_END_STATE: dict[JobStatus, tuple[RunState, str]] = {
+    JobStatus.PAUSED: (RunState.SKIPPED, "paused"),
+    JobStatus.CANCELLED: (RunState.CANCELLED, "job_cancelled"),
+}
+"""What happens to a job's not-yet-started runs when it moves to a status."""
+
+
+def status_after_schedule_change(status: JobStatus) -> JobStatus:
+    """A job whose schedule is replaced: a completed one (a one-shot that fired) is active
+    again; any other keeps its status."""
+    return JobStatus.ACTIVE if status is JobStatus.COMPLETED else status
+
+
+def lease_lost_decision(run: Run, delivery: DeliveryMode) -> tuple[RunState, str | None]:
+    """Where a run whose lease expired goes: retry, or dead when out of attempts or when it is
+    at-most-once (it may have started, so it must not start again)."""
+    if delivery is DeliveryMode.AT_MOST_ONCE and run.started_at is not None:
+        return RunState.DEAD, "lease_lost"
+    if run.attempt >= run.max_attempts:
+        return RunState.DEAD, "attempts_exhausted"
+    return RunState.SCHEDULED, None

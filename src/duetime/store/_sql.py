@@ -1,0 +1,961 @@
+"""One SQL store for both dialects: every method whose SQL differs only in spelling is written
+here once, over a small connection surface each dialect supplies (the way Oban's SQLite engine
+delegates to the basic engine and overrides only what differs).
+
+What a dialect supplies (``store/sqlite/store.py``, ``store/postgres/store.py``; declared
+in ``store/_sql_surface.py``, with the one-statement helpers ``_read_all`` … ``_write_exec``):
+
+- ``_tx()`` a write transaction; ``_read()`` a connection for reads; ``_write()`` a connection
+  for one writing statement that is its own transaction (PostgreSQL: an autocommit pool
+  connection; SQLite: ``BEGIN IMMEDIATE``).
+- ``_all`` / ``_exec`` run a named query of the dialect's ``queries/*.sql`` with its parameter
+  encoding: lists travel as arrays (PostgreSQL) or as JSON text (SQLite); ``_records`` encodes a
+  batch of records as one JSON array for both.
+- the clock: ``_now(conn, now)`` (inside a transaction: the caller's, a test clock's, or the
+  database's) and ``_fixed_now(now)`` (for one statement: None lets PostgreSQL's SQL read its
+  own clock; SQLite always answers with the host clock).
+- row locks: ``_lock_keys`` (PostgreSQL: advisory locks per overlap key and tenant; SQLite:
+  nothing, ``BEGIN IMMEDIATE`` already holds the database) and the ``job_lock_*`` /
+  ``run_lock`` queries (``FOR UPDATE``, or a plain read on SQLite).
+- ``_claim_steps()``: where the claim's one-statement and locked steps run (PostgreSQL: each
+  on its own connection; SQLite: both in one transaction).
+- ``_notify`` (NOTIFY, or this process's event), ``_attempts_insert`` (one array statement, or
+  one row at a time), and what has no counterpart: migrations, the start batch (pipelined on
+  PostgreSQL), completion, the reaper's batch, bulk COPY, LISTEN, exactly-once.
+
+Query names are the same in both dialects but for the gaps listed, each with its reason, in
+``tests/store/test_query_names.py``. Policies (who is claimed, what a status move does, where a
+lost lease goes) are in ``duetime.policies``; this module applies them in transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from duetime import _json
+from duetime._clock import Clock
+from duetime._types import (
+    ApiKey,
+    Attempt,
+    Job,
+    JobStatus,
+    Leadership,
+    NodeInfo,
+    OverlapPolicy,
+    Page,
+    Run,
+    RunState,
+    RunTrigger,
+    Schedule,
+    TenantLimits,
+    TenantQueueStats,
+    WorkerInfo,
+)
+from duetime.errors import Conflict, NotFound, SchemaError
+from duetime.policies.fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
+from duetime.policies.overlap import StartVerdict, decide_start
+from duetime.policies.status import PENDING_END_STATE, STATUS_MOVES, lease_lost_decision
+from duetime.store import _rows
+from duetime.store._rows import Codec, to_micros
+from duetime.store._sql_monitoring import SQLObservability
+from duetime.store._values import (
+    job_values,
+    new_webhook_secret,
+    planned_run_values,
+    trigger_run_values,
+)
+from duetime.store.base import (
+    SCHEMA_VERSION,
+    ApiKeyCreateParams,
+    ApiKeyListParams,
+    ApiKeyRevokeParams,
+    ApiKeyTouchParams,
+    ClaimedRun,
+    HistoryPruneParams,
+    JobListParams,
+    JobRef,
+    JobsDueParams,
+    JobSetStatusParams,
+    JobUpsertParams,
+    LeaderElectParams,
+    LeaderFence,
+    LeasesReapParams,
+    PlannedRun,
+    PlannedSkip,
+    ReapResult,
+    RunCancelParams,
+    RunCheckpointParams,
+    RunListParams,
+    RunProgressParams,
+    RunReplayParams,
+    RunsClaimParams,
+    RunsHeartbeatParams,
+    RunsMisfireParams,
+    RunsStartParams,
+    RunStartParams,
+    RunTriggerParams,
+    TenantLimitsSetParams,
+)
+from duetime.store.sqlfile import Migration, load_migrations
+
+
+class SQLStore(SQLObservability):
+    """The dialect-free part of both stores. Subclasses set ``dialect`` and ``codec`` and
+    implement the connection surface (see the module docstring)."""
+
+    dialect: str
+    codec: Codec
+    clock: Clock | None
+    transient_errors: tuple[type[BaseException], ...]
+    _runs_event: asyncio.Event
+
+    # --- the rest of the dialect's surface (``_tx`` … ``_now``: SQLSurface) ------------------
+
+    def _fixed_now(self, now: datetime | None) -> datetime | None:
+        raise NotImplementedError
+
+    def _records(self, rows: Sequence[dict[str, Any]]) -> str:
+        raise NotImplementedError
+
+    async def _notify(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    async def _lock_keys(self, conn: Any, keys: list[str]) -> bool:
+        """Serialize this transaction with others on ``keys`` (overlap keys, tenants) until
+        it ends. True when that may have waited (the caller reads the clock again)."""
+        raise NotImplementedError
+
+    def _claim_steps(self) -> contextlib.AbstractAsyncContextManager[ClaimSteps]:
+        raise NotImplementedError
+
+    async def _attempts_insert(
+        self, conn: Any, runs: Sequence[Run], outcome: str, message: str, now: datetime
+    ) -> None:
+        """Record the attempt of each of ``runs`` (running, taken over) as ``outcome``."""
+        raise NotImplementedError
+
+    # --- shared helpers -----------------------------------------------------------------
+
+    async def db_now(self) -> datetime:
+        async with self._read() as conn:
+            return await self._now(conn, None)
+
+    async def check_schema(self) -> None:
+        version = await self.schema_version()
+        if version is None:
+            raise SchemaError("database has no duetime schema: run `duetime migrate`")
+        _refuse_newer(version)
+        if version < SCHEMA_VERSION:
+            raise SchemaError(f"database schema is v{version}: run `duetime migrate`")
+
+    async def schema_version(self) -> int | None:
+        raise NotImplementedError
+
+    def _migrations_after(self, current: int) -> list[Migration]:
+        """The dialect's migrations a database at version ``current`` lacks, in order; a
+        schema newer than this code is refused."""
+        _refuse_newer(current)
+        return [m for m in load_migrations(self.dialect) if m.version > current]
+
+    # --- new runs announced -----------------------------------------------------------------
+
+    async def wait_for_runs(self, timeout: float) -> bool:
+        """Wait until new runs are announced (True) or ``timeout`` passes (False): PostgreSQL's
+        listener sets the event on NOTIFY; SQLite has no NOTIFY, so only runs this process
+        created set it (other processes sharing the file are seen by polling)."""
+        try:
+            await asyncio.wait_for(self._runs_event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._runs_event.clear()
+        return True
+
+    # --- the unit of work ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SQLTransaction]:
+        """One write transaction for a service that decides between reads and writes (the
+        materializer's planner, registration's schedule comparison): committed when the block
+        ends, rolled back if it raises."""
+        async with self._tx() as conn:
+            yield SQLTransaction(self, conn)
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    async def _job_row(self, conn: Any, ref: JobRef, *, lock: bool = False) -> Any:
+        if ref.id is not None:
+            name = "job_lock_by_id" if lock else "job_get_by_id"
+            row = await self._one(conn, name, tenant=ref.tenant, id=ref.id)
+        else:
+            name = "job_lock_by_name" if lock else "job_get_by_name"
+            row = await self._one(conn, name, tenant=ref.tenant, name=ref.name)
+        if row is None:
+            raise NotFound(f"job {ref.id or ref.name!s} not found")
+        return row
+
+    async def job_get(self, ref: JobRef) -> Job:
+        async with self._read() as conn:
+            return _rows.job_from_row(await self._job_row(conn, ref), self.codec)
+
+    async def job_list(self, params: JobListParams) -> Page[Job]:
+        rows = await self._read_all(
+            "job_list",
+            tenant=params.tenant,
+            status=None if params.status is None else str(params.status),
+            name_prefix=params.name_prefix,
+            tag=params.tag,
+            after_name=params.after_name,
+            limit=params.limit + 1,
+        )
+        jobs = [_rows.job_from_row(r, self.codec) for r in rows[: params.limit]]
+        cursor = jobs[-1].name if len(rows) > params.limit else None
+        return Page(jobs, cursor)
+
+    async def job_set_status(self, params: JobSetStatusParams) -> Job:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            row = await self._job_row(conn, params.job, lock=True)
+            current = _rows.job_from_row(row, self.codec)
+            allowed_from = STATUS_MOVES.get(params.status, frozenset())
+            if current.status is params.status:
+                return current
+            if current.status not in allowed_from:
+                raise Conflict(
+                    f"job {current.name!r} is {current.status}; cannot become {params.status}"
+                )
+            row = await self._one(
+                conn,
+                "job_set_status",
+                id=current.id,
+                status=str(params.status),
+                next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
+                from_states=[str(s) for s in allowed_from],
+                now=now,
+            )
+            if row is None:
+                raise Conflict(f"job {current.name!r} changed concurrently; try again")
+            if params.status in PENDING_END_STATE:
+                state, reason = PENDING_END_STATE[params.status]
+                await self._exec(
+                    conn,
+                    "runs_end_pending",
+                    job_id=current.id,
+                    state=str(state),
+                    reason=reason,
+                    include_manual=params.status is JobStatus.CANCELLED,
+                    now=now,
+                )
+            return _rows.job_from_row(row, self.codec)
+
+    async def job_delete(self, ref: JobRef) -> None:
+        async with self._tx() as conn:
+            row = await self._job_row(conn, ref, lock=True)
+            await self._exec(conn, "job_delete", id=row["id"])
+
+    # --- runs: trigger --------------------------------------------------------------------
+
+    async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            job = _rows.job_from_row(await self._job_row(conn, params.job), self.codec)
+            if job.status is JobStatus.CANCELLED:
+                raise Conflict(f"job {job.name!r} is cancelled; it cannot be triggered")
+            values = trigger_run_values(job, params, now)
+            inserted = await self._all(conn, "runs_insert", batch=self._records([values]), now=now)
+            if inserted:
+                await self._notify(conn)
+                row = await self._one(conn, "run_get", tenant=job.tenant, id=values["id"])
+                return _rows.run_from_row(row, self.codec), True
+            row = await self._one(
+                conn, "run_get_by_key", job_id=job.id, idempotency_key=params.idempotency_key
+            )
+            if row is None:  # pragma: no cover - only a conflicting key reaches here
+                raise Conflict("run could not be created; try again")
+            if row["request_hash"] != params.request_hash:
+                raise Conflict(
+                    f"idempotency key {params.idempotency_key!r} was used with a different request"
+                )
+            return _rows.run_from_row(row, self.codec), False
+
+    # --- runs: the worker's path ----------------------------------------------------------
+
+    async def runs_claim(self, params: RunsClaimParams) -> list[ClaimedRun]:
+        if not params.tasks or (params.queues is not None and not params.queues):
+            return []
+        aging = Aging(params.priority_aging, params.priority_aging_cap)
+        async with self._claim_steps() as steps:
+            async with steps.fair() as conn:
+                rows = await self._claim_fair(conn, params, aging, params.limit, only_fast=False)
+            # the locked step: runs of limited tenants and runs with an overlap key, when the
+            # one-statement claim left room and saw some (or claimed nothing, so could not
+            # say); what a quota or a busy key keeps from its share goes to the others
+            if len(rows) < params.limit and (not rows or _deferred(rows[0])):
+                async with steps.locked() as conn:
+                    locked, found = await self._claim_locked(
+                        conn, params, aging, params.limit - len(rows)
+                    )
+                rows += locked
+                if found and len(rows) < params.limit:
+                    async with steps.fair() as conn:
+                        rows += await self._claim_fair(
+                            conn, params, aging, params.limit - len(rows), only_fast=True
+                        )
+        claimed = [_rows.claimed_from_row(r, self.codec) for r in rows]
+        claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
+        return claimed
+
+    async def _claim_fair(
+        self, conn: Any, params: RunsClaimParams, aging: Aging, limit: int, *, only_fast: bool
+    ) -> list[Any]:
+        return await self._all(
+            conn,
+            "runs_claim_fair",
+            worker_id=params.worker_id,
+            lease_ttl=params.lease_ttl,
+            lookahead=params.lookahead,
+            tasks=list(params.tasks),
+            limit=limit,
+            now=self._fixed_now(params.now),
+            tenant=params.tenant,
+            queues=None if params.queues is None else list(params.queues),
+            aging_us=aging.interval_us,
+            aging_cap=aging.cap,
+            only_fast=only_fast,
+        )
+
+    async def _claim_locked(
+        self, conn: Any, params: RunsClaimParams, aging: Aging, capacity: int
+    ) -> tuple[list[Any], bool]:
+        """Claim runs a quota or an overlap key limits, in the caller's transaction: find the
+        candidates (locked on PostgreSQL, SKIP LOCKED), serialize on each limited tenant and
+        key, count in a fresh statement, decide (``duetime.policies.fairness``), record the
+        tenants' start buckets. Returns the claimed rows and whether there were candidates."""
+        now = await self._now(conn, params.now)
+        found = await self._all(
+            conn,
+            "runs_claim_locked_candidates",
+            now=now,
+            lookahead=params.lookahead,
+            tasks=list(params.tasks),
+            tenant=params.tenant,
+            queues=None if params.queues is None else list(params.queues),
+            limit=capacity * 4,
+        )
+        if not found:
+            return [], False
+        candidates = [_rows.locked_candidate_from_row(r, self.codec, now) for r in found]
+        keys = overlap_keys([c for _, c in candidates])
+        limited = sorted({r["tenant"] for r in found if r["limited"]})
+        if await self._lock_keys(conn, keys + [tenant_lock_key(t) for t in limited]):
+            # the clock once the locks are ours: later than every claim that held them
+            # before, so start buckets refill monotonically and starts are stamped when
+            # they happen
+            now = await self._now(conn, params.now)
+        counted = await self._all(conn, "runs_running_by_key", keys=keys) if keys else []
+        quota_rows = await self._all(conn, "tenant_quotas", tenants=limited) if limited else []
+        plan = plan_locked_claim(
+            candidates,
+            weights={r["tenant"]: r["weight"] for r in found},
+            in_flight={r["tenant"]: r["running"] for r in found},
+            running={r["concurrency_key"]: r["running"] for r in counted},
+            quotas={
+                q.tenant: q
+                for q in (_rows.tenant_quota_from_row(r, self.codec, now) for r in quota_rows)
+            },
+            capacity=capacity,
+            now=now,
+            aging=aging,
+        )
+        decision = plan.decision
+        if decision.replace_keys:
+            await self._replace(conn, sorted(decision.replace_keys), now)
+        if decision.skip:
+            await self._exec(conn, "runs_skip_overlap", ids=decision.skip, now=now)
+        buckets = plan.buckets()
+        if buckets:
+            await self._exec(
+                conn,
+                "tenant_buckets_set",
+                tenants=[b[0] for b in buckets],
+                tokens=[b[1] for b in buckets],
+                now=now,
+            )
+        if not decision.claim:
+            return [], True
+        claimed = await self._all(
+            conn,
+            "runs_claim_ids",
+            ids=decision.claim,
+            worker_id=params.worker_id,
+            lease_ttl=params.lease_ttl,
+            now=now,
+        )
+        return claimed, True
+
+    async def _replace(
+        self, conn: Any, keys: list[str], now: datetime, *, keep: uuid.UUID | None = None
+    ) -> None:
+        """Cancel the running runs of ``keys`` (but ``keep``), recording their attempts."""
+        victims = [
+            _rows.run_from_row(r, self.codec)
+            for r in await self._all(conn, "runs_running_of_keys", keys=keys)
+        ]
+        for run in victims:
+            if run.id == keep:
+                continue
+            if await self._exec(conn, "run_replace", id=run.id, token=run.token, now=now):
+                await self._attempts_insert(
+                    conn, [run], "cancelled", "replaced by a newer run", now
+                )
+
+    async def runs_misfire(self, params: RunsMisfireParams) -> list[str]:
+        rows = await self._write_all(
+            "runs_misfire", now=self._fixed_now(params.now), limit=params.limit
+        )
+        return [row["name"] for row in rows]
+
+    async def run_start(self, params: RunStartParams) -> bool:
+        started = await self.runs_start(
+            RunsStartParams(
+                [(params.run_id, params.token)], now=params.now, lease_ttl=params.lease_ttl
+            )
+        )
+        return params.run_id in started
+
+    async def runs_start(self, params: RunsStartParams) -> set[uuid.UUID]:
+        raise NotImplementedError
+
+    async def _start_one(
+        self,
+        conn: Any,
+        run_id: uuid.UUID,
+        token: int,
+        now: datetime | None,
+        lease_ttl: float | None,
+    ) -> bool:
+        """run_start of one run in the caller's transaction; a run with an overlap key is
+        judged under its key's lock (skipped, deferred, or replacing the key's running runs)."""
+        info = await self._one(conn, "run_start_overlap_info", id=run_id, token=token)
+        if info is not None:
+            at = await self._now(conn, now)
+            key = info["concurrency_key"]
+            await self._lock_keys(conn, [key])
+            counted = await self._one(conn, "runs_started_of_key", key=key, id=run_id)
+            verdict = decide_start(
+                OverlapPolicy(info["overlap_policy"]),
+                RunTrigger(info["trigger"]),
+                info["max_concurrency"],
+                counted["running"],
+            )
+            if verdict is StartVerdict.SKIP or verdict is StartVerdict.DEFER:
+                query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
+                await self._exec(conn, query, id=run_id, token=token, now=at)
+                return False
+            if verdict is StartVerdict.REPLACE:
+                await self._replace(conn, [key], at, keep=run_id)
+        changed = await self._exec(
+            conn,
+            "run_start",
+            id=run_id,
+            token=token,
+            now=self._fixed_now(now),
+            lease_ttl=lease_ttl,
+        )
+        return changed == 1
+
+    async def runs_heartbeat(self, params: RunsHeartbeatParams) -> set[uuid.UUID]:
+        if not params.runs:
+            return set()
+        runs = sorted(params.runs)  # rows locked in id order, as runs_start does: no deadlock
+        rows = await self._write_all(
+            "runs_heartbeat",
+            tenant=params.tenant,
+            worker_id=params.worker_id,
+            lease_ttl=params.lease_ttl,
+            ids=[r[0] for r in runs],
+            tokens=[r[1] for r in runs],
+            now=self._fixed_now(params.now),
+        )
+        return {self.codec.uuid(r["id"]) for r in rows}
+
+    async def leases_reap(self, params: LeasesReapParams) -> ReapResult:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            if not await self._holds(conn, params.leader, now):
+                return ReapResult(0, 0)
+            rows = await self._all(conn, "leases_expired", now=now, limit=params.limit)
+            if not rows:
+                return ReapResult(0, 0)
+            claimed = [_rows.claimed_from_row(r, self.codec) for r in rows]
+            decisions = [lease_lost_decision(c.run, c.delivery) for c in claimed]
+            await self._exec(
+                conn,
+                "runs_reap",
+                now=now,
+                id=[c.run.id for c in claimed],
+                token=[c.run.token for c in claimed],
+                next_state=[str(d[0]) for d in decisions],
+                reason=[d[1] for d in decisions],
+            )
+            await self._attempts_insert(
+                conn, [c.run for c in claimed], "lost", "lease expired", now
+            )
+            finished_jobs = [
+                c.run.job_id
+                for c, d in zip(claimed, decisions, strict=True)
+                if d[0] is RunState.DEAD and c.one_shot and c.run.trigger is RunTrigger.SCHEDULE
+            ]
+            if finished_jobs:
+                await self._exec(conn, "jobs_complete", ids=finished_jobs, now=now)
+            rescheduled = sum(1 for d in decisions if d[0] is RunState.SCHEDULED)
+            if rescheduled:
+                await self._notify(conn)
+        reaped = tuple(
+            (c.run.tenant, c.run.task, str(d[0])) for c, d in zip(claimed, decisions, strict=True)
+        )
+        return ReapResult(rescheduled=rescheduled, dead=len(decisions) - rescheduled, reaped=reaped)
+
+    # --- runs: reading and operator actions -----------------------------------------------
+
+    async def _run_row(self, tenant: str, run_id: uuid.UUID) -> Any:
+        row = await self._read_one("run_get", tenant=tenant, id=run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return row
+
+    async def run_get(self, tenant: str, run_id: uuid.UUID) -> Run:
+        return _rows.run_from_row(await self._run_row(tenant, run_id), self.codec)
+
+    async def run_get_claimed(self, tenant: str, run_id: uuid.UUID) -> ClaimedRun:
+        return _rows.claimed_from_row(await self._run_row(tenant, run_id), self.codec)
+
+    async def runs_list(self, params: RunListParams) -> Page[Run]:
+        before_at, before_id = params.before or (None, None)
+        rows = await self._read_all(
+            "runs_list",
+            tenant=params.tenant,
+            job_id=params.job_id,
+            state=None if params.state is None else str(params.state),
+            before_at=before_at,
+            before_id=before_id,
+            limit=params.limit + 1,
+        )
+        runs = [_rows.run_from_row(r, self.codec) for r in rows[: params.limit]]
+        cursor = None
+        if len(rows) > params.limit:
+            cursor = f"{to_micros(runs[-1].scheduled_for)}.{runs[-1].id}"
+        return Page(runs, cursor)
+
+    async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]:
+        rows = await self._read_all("attempts_list", tenant=tenant, run_id=run_id)
+        return [_rows.attempt_from_row(r, self.codec) for r in rows]
+
+    async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            rows = await self._all(
+                conn,
+                "runs_replay",
+                tenant=params.tenant,
+                job_id=params.job_id,
+                run_ids=None if params.run_ids is None else list(params.run_ids),
+                max_attempts=params.max_attempts,
+                limit=params.limit,
+                now=now,
+            )
+            if rows:
+                await self._notify(conn)
+        return [self.codec.uuid(r["id"]) for r in rows]
+
+    async def run_cancel(self, params: RunCancelParams) -> Run:
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            before = await self._one(conn, "run_lock", tenant=params.tenant, id=params.run_id)
+            if before is None:
+                raise NotFound(f"run {params.run_id} not found")
+            row = await self._one(
+                conn, "run_cancel", tenant=params.tenant, id=params.run_id, now=now
+            )
+            if row is None:
+                raise Conflict(
+                    f"run {params.run_id} is {before['state']}; only scheduled or "
+                    "running runs can be cancelled"
+                )
+            if before["state"] == RunState.RUNNING:
+                prior = _rows.run_from_row(before, self.codec)
+                await self._attempts_insert(conn, [prior], "cancelled", "cancelled", now)
+            return _rows.run_from_row(row, self.codec)
+
+    async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]:
+        rows = await self._read_all("skips_list", tenant=tenant, job_id=job_id)
+        return [_rows.skip_from_row(r, self.codec) for r in rows]
+
+    # --- long runs ------------------------------------------------------------------------
+
+    async def run_progress_set(self, params: RunProgressParams) -> bool:
+        changed = await self._write_exec(
+            "run_progress_set",
+            id=params.run_id,
+            token=params.token,
+            fraction=params.fraction,
+            message=params.message,
+        )
+        return changed == 1
+
+    async def run_checkpoint_set(self, params: RunCheckpointParams) -> bool:
+        changed = await self._write_exec(
+            "run_checkpoint_set", id=params.run_id, token=params.token, checkpoint=params.checkpoint
+        )
+        return changed == 1
+
+    async def runs_held(self, worker_id: str) -> list[ClaimedRun]:
+        rows = await self._read_all("runs_held", worker_id=worker_id)
+        return [_rows.claimed_from_row(r, self.codec) for r in rows]
+
+    async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
+        if not runs:
+            return set()
+        rows = await self._read_all(
+            "runs_cancel_requested", ids=[r[0] for r in runs], tokens=[r[1] for r in runs]
+        )
+        return {self.codec.uuid(r["id"]) for r in rows}
+
+    # --- leadership, nodes, retention ------------------------------------------------------
+
+    async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:
+        row = await self._write_one(
+            "leader_elect", node_id=params.node_id, ttl=params.ttl, now=self._fixed_now(params.now)
+        )
+        return None if row is None else _rows.leadership_from_row(row, self.codec)
+
+    async def leader_resign(self, fence: LeaderFence) -> None:
+        await self._write_exec(
+            "leader_resign", node_id=fence.node_id, term=fence.term, now=self._fixed_now(None)
+        )
+
+    async def leader_get(self) -> Leadership | None:
+        row = await self._read_one("leader_get")
+        return None if row is None else _rows.leadership_from_row(row, self.codec)
+
+    async def node_register(self, node: NodeInfo) -> None:
+        await self._write_exec(
+            "node_upsert",
+            id=node.id,
+            host=node.host,
+            pid=node.pid,
+            roles=_json.dumps(list(node.roles)),
+            partitions=node.partitions,
+            started_at=node.started_at,
+            now=node.heartbeat_at,
+        )
+
+    async def node_heartbeat(self, node_id: str, now: datetime | None = None) -> None:
+        await self._write_exec("node_heartbeat", id=node_id, now=self._fixed_now(now))
+
+    async def node_unregister(self, node_id: str) -> None:
+        await self._write_exec("node_delete", id=node_id)
+
+    async def nodes_list(self) -> list[NodeInfo]:
+        rows = await self._read_all("nodes_list")
+        return [_rows.node_from_row(r, self.codec) for r in rows]
+
+    async def nodes_prune(self, before: datetime) -> int:
+        async with self._tx() as conn:
+            nodes = await self._exec(conn, "nodes_prune", before=before)
+            workers = await self._exec(conn, "workers_prune", before=before)
+        return nodes + workers
+
+    async def history_prune(self, params: HistoryPruneParams) -> int:
+        async with self._tx() as conn:
+            now = await self._now(conn, None)
+            if not await self._holds(conn, params.leader, now):
+                return 0
+            runs = await self._exec(
+                conn, "history_prune_runs", before=params.before, limit=params.limit
+            )
+            await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
+        return runs
+
+    # --- workers --------------------------------------------------------------------------
+
+    async def worker_register(self, worker: WorkerInfo) -> None:
+        async with self._tx() as conn:
+            now = worker.heartbeat_at
+            await self._exec(
+                conn,
+                "worker_upsert",
+                tenant=worker.tenant or "",
+                id=worker.id,
+                host=worker.host,
+                pid=worker.pid,
+                tasks=_json.dumps(list(worker.tasks)),
+                queues=_json.dumps(list(worker.queues)),
+                started_at=worker.started_at,
+                now=now,
+            )
+            if worker.tasks:
+                await self._exec(
+                    conn,
+                    "known_tasks_upsert",
+                    tenant=worker.tenant or "",
+                    tasks=sorted(set(worker.tasks)),
+                    now=now,
+                )
+
+    async def worker_heartbeat(
+        self, worker_id: str, now: datetime | None = None, *, tenant: str | None = None
+    ) -> None:
+        await self._write_exec(
+            "worker_heartbeat", tenant=tenant or "", id=worker_id, now=self._fixed_now(now)
+        )
+
+    async def worker_unregister(self, worker_id: str, *, tenant: str | None = None) -> None:
+        await self._write_exec("worker_delete", tenant=tenant or "", id=worker_id)
+
+    async def workers_list(self) -> list[WorkerInfo]:
+        rows = await self._read_all("workers_list")
+        return [_rows.worker_from_row(r, self.codec) for r in rows]
+
+    async def tasks_known(self, tasks: Sequence[str], tenant: str | None = None) -> set[str]:
+        rows = await self._read_all("tasks_known", tasks=list(tasks), tenant=tenant or "")
+        return {r["task"] for r in rows}
+
+    # --- tenants --------------------------------------------------------------------------
+
+    async def tenant_secret(self, tenant: str) -> str:
+        row = await self._read_one("tenant_secret_get", tenant=tenant)
+        if row is None:
+            async with self._write() as conn:
+                await self._exec(
+                    conn,
+                    "tenant_secret_insert",
+                    tenant=tenant,
+                    secret=new_webhook_secret(),
+                    now=self._fixed_now(None),
+                )
+                row = await self._one(conn, "tenant_secret_get", tenant=tenant)
+        return str(row["webhook_secret"])
+
+    async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:
+        row = await self._write_one(
+            "tenant_limits_upsert",
+            tenant=params.tenant,
+            secret=new_webhook_secret(),
+            max_in_flight=params.max_in_flight,
+            max_starts_per_second=params.max_starts_per_second,
+            weight=params.weight,
+            now=self._fixed_now(params.now),
+        )
+        return _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_get(self, tenant: str) -> TenantLimits:
+        row = await self._read_one("tenant_limits_get", tenant=tenant)
+        return TenantLimits(tenant) if row is None else _rows.tenant_limits_from_row(row)
+
+    async def tenant_limits_list(self) -> list[TenantLimits]:
+        rows = await self._read_all("tenant_limits_list")
+        return [_rows.tenant_limits_from_row(r) for r in rows]
+
+    async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
+        async with self._read() as conn:
+            rows = await self._all(conn, "tenant_stats", now=self._fixed_now(now))
+            quota_rows = await self._all(conn, "tenant_quota_states")
+        return _rows.tenant_stats_from_rows(rows, quota_rows, self.codec)
+
+    # --- api keys -------------------------------------------------------------------------
+
+    async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey:
+        row = await self._write_one(
+            "api_key_insert",
+            id=params.id,
+            tenant=params.tenant,
+            role=str(params.role),
+            name=params.name,
+            prefix=params.prefix,
+            key_hash=params.key_hash,
+            now=self._fixed_now(params.now),
+        )
+        return _rows.api_key_from_row(row, self.codec)
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = await self._read_one("api_key_get_by_hash", key_hash=key_hash)
+        return None if row is None else _rows.api_key_from_row(row, self.codec)
+
+    async def api_keys_list(self, params: ApiKeyListParams) -> list[ApiKey]:
+        rows = await self._read_all(
+            "api_keys_list", tenant=params.tenant, include_revoked=params.include_revoked
+        )
+        return [_rows.api_key_from_row(r, self.codec) for r in rows]
+
+    async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
+        row = await self._write_one(
+            "api_key_revoke", id=params.id, tenant=params.tenant, now=self._fixed_now(params.now)
+        )
+        if row is None:
+            raise NotFound(f"API key {params.id} not found")
+        return _rows.api_key_from_row(row, self.codec)
+
+    async def api_key_touch(self, params: ApiKeyTouchParams) -> None:
+        await self._write_exec(
+            "api_key_touch", id=params.id, every=params.every, now=self._fixed_now(params.now)
+        )
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"database schema is v{version}; this duetime knows up to v{SCHEMA_VERSION}"
+        )
+
+
+def _deferred(row: Any) -> bool:
+    """Whether the one-statement claim left runs to the locked step (PostgreSQL's claim says
+    so in a ``deferred`` column; SQLite's does not, and its locked step is always tried)."""
+    # sqlite3.Row: `in` looks at the values, keys() at the names
+    return bool(row["deferred"]) if "deferred" in row.keys() else True  # noqa: SIM118
+
+
+ConnectionScope = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSteps:
+    """Where a claim's steps run: ``fair()`` the one-statement claim, ``locked()`` the locked
+    step. SQLite hands both the claim's one transaction; PostgreSQL gives each its own
+    connection (the fair claim autocommits; the locked step is a transaction)."""
+
+    fair: ConnectionScope
+    locked: ConnectionScope
+
+
+class SQLTransaction:
+    """The unit of work :meth:`SQLStore.transaction` yields (the ``StoreTx`` protocol of
+    ``store/base.py``): fine-grained reads and writes inside one write transaction, so a
+    service can decide between them. Rows read here are locked until it ends (``FOR UPDATE``
+    on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` holds the whole database)."""
+
+    def __init__(self, store: SQLStore, conn: Any) -> None:
+        self._store = store
+        self._conn = conn
+        self._at: datetime | None = None
+
+    async def now(self, now: datetime | None = None) -> datetime:
+        """The transaction's instant: ``now`` if given, else the store's clock (a test
+        clock, or the database's) read once; every write of the transaction stamps it."""
+        if now is not None:
+            self._at = now
+        elif self._at is None:
+            self._at = await self._store._now(self._conn, None)
+        return self._at
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    async def jobs_lock_due(self, params: JobsDueParams) -> list[Job]:
+        """Lock up to ``limit`` active jobs due by ``until`` in the partition range, skipping
+        those another transaction holds (PostgreSQL ``SKIP LOCKED``)."""
+        low, high = params.partitions or (0, 255)
+        rows = await self._store._all(
+            self._conn,
+            "jobs_due",
+            until=params.until,
+            limit=params.limit,
+            partition_low=low,
+            partition_high=high,
+        )
+        return [_rows.job_from_row(r, self._store.codec) for r in rows]
+
+    async def job_lock(self, ref: JobRef) -> Job | None:
+        """The job, locked until the transaction ends; None if there is none."""
+        try:
+            row = await self._store._job_row(self._conn, ref, lock=True)
+        except NotFound:
+            return None
+        return _rows.job_from_row(row, self._store.codec)
+
+    async def job_insert(self, params: JobUpsertParams) -> Job | None:
+        """Create the job; None if its (tenant, name) exists already (nothing written)."""
+        now = await self.now()
+        values = job_values(params, params.job_id, params.schedule, params.next_fire_at)
+        row = await self._store._one(self._conn, "job_insert", **values, now=now)
+        return None if row is None else _rows.job_from_row(row, self._store.codec)
+
+    async def job_update(
+        self,
+        params: JobUpsertParams,
+        job: Job,
+        *,
+        schedule: Schedule,
+        next_fire_at: datetime | None,
+        status: JobStatus,
+    ) -> Job:
+        """Rewrite ``job`` (locked by :meth:`job_lock`) from ``params``, with the schedule,
+        next fire instant and status the caller decided."""
+        now = await self.now()
+        values = job_values(params, job.id, schedule, next_fire_at)
+        row = await self._store._one(
+            self._conn, "job_update", **values, status=str(status), now=now
+        )
+        return _rows.job_from_row(row, self._store.codec)
+
+    async def jobs_advance(self, advances: Sequence[tuple[uuid.UUID, datetime | None]]) -> None:
+        """Set each job's ``next_fire_at``."""
+        if advances:
+            await self._store._exec(
+                self._conn,
+                "jobs_advance",
+                ids=[a[0] for a in advances],
+                next_fire_ats=[a[1] for a in advances],
+            )
+
+    # --- runs -----------------------------------------------------------------------------
+
+    async def runs_end_pending(
+        self, job_id: uuid.UUID, state: RunState, reason: str, *, include_manual: bool
+    ) -> int:
+        """End the job's not-yet-started runs (token bumped) as ``state`` with ``reason``."""
+        return await self._store._exec(
+            self._conn,
+            "runs_end_pending",
+            job_id=job_id,
+            state=str(state),
+            reason=reason,
+            include_manual=include_manual,
+            now=await self.now(),
+        )
+
+    async def runs_insert_planned(self, runs: Sequence[tuple[Job, PlannedRun]]) -> int:
+        """Insert the planned runs in one statement (an existing occurrence is left alone);
+        announce them (NOTIFY) with the commit. Returns how many were new."""
+        if not runs:
+            return 0
+        now = await self.now()
+        rows = [planned_run_values(job, planned) for job, planned in runs]
+        inserted = await self._store._all(
+            self._conn, "runs_insert", batch=self._store._records(rows), now=now
+        )
+        if inserted:
+            await self._store._notify(self._conn)
+        return len(inserted)
+
+    async def skips_insert(self, skips: Sequence[tuple[uuid.UUID, PlannedSkip]]) -> int:
+        """Record skipped occurrences (first, last, count, reason) of each job, in one
+        statement."""
+        if not skips:
+            return 0
+        await self._store._exec(
+            self._conn,
+            "skips_insert",
+            job_id=[j for j, _ in skips],
+            first_at=[s.first for _, s in skips],
+            last_at=[s.last for _, s in skips],
+            count=[s.count for _, s in skips],
+            reason=[s.reason for _, s in skips],
+            now=await self.now(),
+        )
+        return len(skips)

@@ -1,0 +1,88 @@
+"""The connection surface each dialect supplies (see ``store/_sql.py``'s docstring), declared
+once for :class:`~duetime.store._sql_monitoring.SQLObservability` and
+:class:`~duetime.store._sql.SQLStore`, with the few helpers every method over it shares.
+
+The ``_read_*`` / ``_write_*`` helpers only name a connection scope around one named
+statement (``_read_all(name, **values)`` is ``async with self._read() as conn: return await
+self._all(conn, name, **values)``): the statement, its parameters and its round trip are the
+caller's, and the query name stays at the call site.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from duetime.store._rows import Codec
+from duetime.store.base import LeaderFence
+
+_T = TypeVar("_T")
+
+
+class SQLSurface:
+    """What a dialect implements (``_tx`` … ``_now``) and what is built on it once."""
+
+    codec: Codec
+
+    # --- the dialect's surface (implemented by each store) ----------------------------------
+
+    def _tx(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    def _read(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    def _write(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    async def _all(self, conn: Any, name: str, /, **values: Any) -> list[Any]:
+        raise NotImplementedError
+
+    async def _exec(self, conn: Any, name: str, /, **values: Any) -> int:
+        raise NotImplementedError
+
+    async def _now(self, conn: Any, now: datetime | None) -> datetime:
+        raise NotImplementedError
+
+    # --- one statement in a scope of its own ----------------------------------------------
+
+    async def _one(self, conn: Any, name: str, /, **values: Any) -> Any:
+        rows = await self._all(conn, name, **values)
+        return rows[0] if rows else None
+
+    async def _scoped(
+        self,
+        scope: Callable[[], contextlib.AbstractAsyncContextManager[Any]],
+        run: Callable[..., Awaitable[_T]],
+        name: str,
+        values: dict[str, Any],
+    ) -> _T:
+        async with scope() as conn:
+            return await run(conn, name, **values)
+
+    async def _read_all(self, name: str, /, **values: Any) -> list[Any]:
+        return await self._scoped(self._read, self._all, name, values)
+
+    async def _read_one(self, name: str, /, **values: Any) -> Any:
+        return await self._scoped(self._read, self._one, name, values)
+
+    async def _write_all(self, name: str, /, **values: Any) -> list[Any]:
+        return await self._scoped(self._write, self._all, name, values)
+
+    async def _write_one(self, name: str, /, **values: Any) -> Any:
+        return await self._scoped(self._write, self._one, name, values)
+
+    async def _write_exec(self, name: str, /, **values: Any) -> int:
+        return await self._scoped(self._write, self._exec, name, values)
+
+    # --- leadership fence -------------------------------------------------------------------
+
+    async def _holds(self, conn: Any, fence: LeaderFence | None, now: datetime) -> bool:
+        """Inside a transaction: True if ``fence`` still leads; on PostgreSQL the leader row
+        is locked (FOR SHARE) so a takeover waits until this transaction ends."""
+        if fence is None:
+            return True
+        row = await self._one(conn, "leader_hold", node_id=fence.node_id, term=fence.term, now=now)
+        return row is not None
