@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -306,3 +306,167 @@ def wait_until(predicate: object, timeout: float, interval: float = 0.25) -> boo
             return True
         time.sleep(interval)
     return False
+
+
+# --- honest measurement -----------------------------------------------------------------------
+
+WORKER_APP_NAME = "duetime-bench-measured"
+"""``application_name`` (through ``PGAPPNAME``) of every connection of the processes measured:
+their PostgreSQL backends are found by it in ``pg_stat_activity``. The benchmark's own
+connections keep another name, so its polling is never counted."""
+
+BENCH_TAG = "/* bench */"
+"""Prefix of the benchmark's own statements: excluded from the pg_stat_statements figures."""
+
+
+class BenchError(RuntimeError):
+    """A benchmark step failed: the message says which and why (printed as one line)."""
+
+
+def guarded_main(main: Callable[[], None]) -> None:
+    """Run a benchmark's ``main``: a :class:`BenchError` (or any ``RuntimeError``, ``OSError``
+    or database error) ends the process with exit status 1 and one line saying why, instead of a
+    traceback or a figure computed from nothing."""
+    exit_on_sigterm()
+    try:
+        main()
+    except (RuntimeError, OSError, psycopg.Error) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"benchmark failed: {reason}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+def measured_env(**settings: object) -> dict[str, str]:
+    """:func:`duetime_env` for a process whose database work is measured: its connections carry
+    :data:`WORKER_APP_NAME`."""
+    env = duetime_env(**settings)
+    env["PGAPPNAME"] = WORKER_APP_NAME
+    return env
+
+
+def pg_stat_statements_ready(url: str) -> bool:
+    """Whether the server preloads pg_stat_statements; if so, the extension is created in the
+    database ``url`` (it needs ``shared_preload_libraries``, a restart-only setting, so a
+    benchmark never sets it up on a shared server: it falls back to backend CPU)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SHOW shared_preload_libraries").fetchone()
+        if row is None or "pg_stat_statements" not in row[0]:
+            return False
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return True
+
+
+class BackendMeter:
+    """What the database spent serving the measured processes, between :meth:`start` and
+    :meth:`stop`, without the benchmark's own statements.
+
+    Always: the CPU seconds (from ``/proc``) of the PostgreSQL backends whose
+    ``application_name`` is :data:`WORKER_APP_NAME` in this database. Backends that connect
+    during the window count from their first CPU tick; :meth:`sample` (call it from the
+    wait loop) finds them and keeps each backend's last reading, so one that disconnects
+    before :meth:`stop` still counts up to that reading. Background processes (WAL writer,
+    checkpointer, autovacuum) are not in this figure. The server must run on this machine.
+
+    With pg_stat_statements preloaded (see :func:`pg_stat_statements_ready`): also the
+    statements' execution + planning time, WAL bytes and buffer accesses in this database,
+    without statements starting with :data:`BENCH_TAG`. Its counters are reset at
+    :meth:`start` for this database only. It keys statements by shape, comments aside: a
+    statement of the benchmark's own that a measured process also ran would count under the
+    text seen first, so the benchmark's statements are shapes of its own (its probes).
+
+    The meter's own connection is the benchmark's (another ``application_name``), so the
+    queries it runs are never counted."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.statements = pg_stat_statements_ready(url)
+        self.base: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.running = False
+
+    def _backends(self) -> list[int]:
+        rows = self.conn.execute(
+            f"{BENCH_TAG} SELECT pid FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            (WORKER_APP_NAME,),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def connected_count(self) -> int:
+        """How many measured processes' connections this database has now."""
+        return len(self._backends())
+
+    def start(self) -> None:
+        if self.statements:
+            self.conn.execute(
+                f"{BENCH_TAG} SELECT pg_stat_statements_reset(0, "
+                "(SELECT oid FROM pg_database WHERE datname = current_database()), 0)"
+            )
+        for pid in self._backends():
+            self.base[pid] = self.last[pid] = proc_cpu_seconds(pid)
+        self.running = True
+
+    def sample(self) -> None:
+        """Read the measured backends' CPU now (new backends start from zero)."""
+        if not self.running:
+            return
+        for pid in self._backends():
+            cpu = proc_cpu_seconds(pid)
+            self.base.setdefault(pid, 0.0)
+            if cpu >= self.last.get(pid, 0.0):
+                self.last[pid] = cpu
+
+    def stop(self) -> dict[str, float]:
+        """``backend_cpu_s`` and ``backends`` always; with pg_stat_statements also
+        ``statements_s``, ``wal_bytes`` and ``buffers``."""
+        self.sample()
+        self.running = False
+        out = {
+            "backend_cpu_s": sum(self.last[pid] - self.base[pid] for pid in self.last),
+            "backends": float(len(self.last)),
+        }
+        if self.statements:
+            row = self.conn.execute(
+                f"{BENCH_TAG} SELECT coalesce(sum(total_exec_time + total_plan_time), 0), "
+                "coalesce(sum(wal_bytes), 0), coalesce(sum(shared_blks_hit + shared_blks_read "
+                "+ local_blks_hit + local_blks_read), 0) FROM pg_stat_statements "
+                "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND query NOT LIKE %s",
+                (BENCH_TAG + "%",),
+            ).fetchone()
+            if row is not None:
+                out["statements_s"] = float(row[0]) / 1000
+                out["wal_bytes"] = float(row[1])
+                out["buffers"] = float(row[2])
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def wait_for(
+    what: str, predicate: Callable[[], bool], timeout: float, interval: float = 1.0,
+    on_tick: Callable[[], None] | None = None,
+) -> None:  # fmt: skip
+    """Call ``predicate`` every ``interval`` seconds until it holds; :class:`BenchError` naming
+    ``what`` after ``timeout`` seconds. ``on_tick`` runs before each check (e.g.
+    :meth:`BackendMeter.sample`). Bounded in time and so in count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if on_tick is not None:
+            on_tick()
+        if predicate():
+            return
+        if time.monotonic() >= deadline:
+            raise BenchError(f"{what}: not done within {timeout:.0f} s")
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def check_alive(procs: Sequence[subprocess.Popen[bytes]], what: str) -> None:
+    """:class:`BenchError` with the stderr tail of the first of ``procs`` that exited."""
+    for p in procs:
+        if p.poll() is not None:
+            err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+            tail = " | ".join(err.strip().splitlines()[-3:]) or "no output"
+            raise BenchError(f"{what} (pid {p.pid}) exited with {p.returncode}: {tail}")

@@ -10,6 +10,9 @@ over the window plus ``every_second`` cron jobs (``* * * * * *``). Then real pro
 `duetime up`). Fire lag = the first attempt's ``started_at`` − the run's ``scheduled_for``,
 both from the database, for every run scheduled inside the window; a run that never started
 counts as missing. Every cron job must have a run for each second of the window.
+
+`duetime up` serves its API on a free port (``--port 0``). Exits non-zero with the reason when a
+process exits early or no run in the window started (instead of reporting 0/N).
 """
 
 from __future__ import annotations
@@ -22,14 +25,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench._common import (
+    BenchError,
     Spread,
     base_parser,
+    check_alive,
     duetime_env,
-    exit_on_sigterm,
+    guarded_main,
     lag_summary,
     report,
     spawn,
     stop_all,
+    wait_for,
     wait_until,
 )
 from bench.burndown import Database
@@ -127,10 +133,17 @@ def duetime_fire(
             procs.append(spawn([*py, "scheduler"], env))
             procs += [spawn([*py, "worker"], env) for _ in range(workers)]
         else:
-            procs.append(spawn([*py, "up"], env))
+            # its API on a free port: a fixed one may be taken (it then exits and nothing runs)
+            procs.append(spawn([*py, "up", "--port", "0"], env))
         if datetime.now(UTC) > start - timedelta(seconds=2):
-            raise RuntimeError("registration took too long: raise LEAD")
-        time.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 2.0)
+            raise BenchError("registration took too long: raise --lead")
+        wait_for(
+            "the window",
+            lambda: datetime.now(UTC) >= end + timedelta(seconds=2),
+            seconds + lead + 5.0,
+            0.5,
+            lambda: check_alive(procs, "a duetime process"),
+        )
         last = end.replace(tzinfo=UTC)
 
         def drained() -> bool:
@@ -138,7 +151,13 @@ def duetime_fire(
             return never == 0 and total > 0
 
         wait_until(drained, settle, 1.0)
+        check_alive(procs, "a duetime process")
         lags, total, never, cron_missing = _lags(db, start, last)
+        if not lags:
+            raise BenchError(
+                f"fire ({store}): none of the {total:,} runs in the window started "
+                f"({registered:,} jobs registered)"
+            )
         write_late = _start_write_lateness(db, start, last)
         causes = _late_causes(db, start, last)
         errors = stop_all(procs)
@@ -240,7 +259,6 @@ def main() -> None:
     parser.add_argument("--lead", type=float, default=LEAD, help="seconds before the window")
     parser.add_argument("--settle", type=float, default=30.0, help="max wait after the window")
     args = parser.parse_args()
-    exit_on_sigterm()
     if args.burst:
         args.rate, args.seconds, args.crons = 5000.0, 1.0, 0
     results = []
@@ -261,4 +279,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from bench._common import base_parser, exit_on_sigterm, postgres_cpu_seconds, report
+from bench._common import base_parser, exit_on_sigterm, guarded_main, postgres_cpu_seconds, report
 from bench.burndown import Database, _seed
 from duetime._types import AttemptOutcome, RunState
 from duetime.store import create_store
@@ -294,4 +294,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

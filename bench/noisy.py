@@ -33,6 +33,7 @@ from bench._common import (
     drop_database,
     duetime_env,
     exit_on_sigterm,
+    guarded_main,
     lag_summary,
     migrate,
     report,
@@ -248,4 +249,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

@@ -34,6 +34,7 @@ from bench._common import (
     create_database,
     drop_database,
     exit_on_sigterm,
+    guarded_main,
     lag_summary,
     report,
     stop_all,
@@ -289,4 +290,4 @@ def _lines(workload: str, figures: dict[str, list[dict[str, Any]]]) -> list[str]
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

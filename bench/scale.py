@@ -31,6 +31,7 @@ from bench._common import (
     drop_database,
     duetime_env,
     exit_on_sigterm,
+    guarded_main,
     migrate,
     report,
     spawn,
@@ -201,4 +202,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

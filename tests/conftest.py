@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -163,17 +164,53 @@ def pg_url(pg_database: str) -> str:
     return make_pg_schema(pg_database)
 
 
+class SharedSchema:
+    """One schema of the session database and an autocommit connection to it, opened again
+    when the server has dropped it (a PostgreSQL restart in the middle of the run)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: Any = None
+
+    def connection(self, *, wait: float = 30.0) -> Any:
+        """A live connection: the current one if it still answers, else a new one (trying for
+        up to ``wait`` seconds while the server comes back)."""
+        import psycopg
+
+        if self._conn is not None:
+            try:
+                self._conn.execute("SELECT 1")
+                return self._conn
+            except psycopg.Error:
+                self._conn.close()
+                self._conn = None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=3)
+                return self._conn
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # the server is restarting: nothing to wait on but time
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
 @pytest.fixture(scope="session")
-def pg_shared_schema(pg_database: str) -> Iterator[tuple[str, Any]]:
+def pg_shared_schema(pg_database: str) -> Iterator[SharedSchema]:
     """One schema of the session database shared by the store tests (migrated by the first
-    test that uses it, emptied before each test) and an autocommit connection to it.
+    test that uses it, emptied before each test), with a connection that survives a server
+    restart.
 
     Migrating a fresh schema for every test costs ~0.1 s; emptying ~1 ms."""
-    import psycopg
-
-    url = make_pg_schema(pg_database)
-    with psycopg.connect(url, autocommit=True) as conn:
-        yield url, conn
+    shared = SharedSchema(make_pg_schema(pg_database))
+    try:
+        yield shared
+    finally:
+        shared.close()
 
 
 def empty_pg_schema(conn: Any) -> None:
@@ -248,9 +285,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
         _unavailable(f"{PG_STORE_MODULE} does not exist yet")
     if request.node.get_closest_marker("fresh_database"):
         return request.getfixturevalue("pg_url")
-    url, conn = request.getfixturevalue("pg_shared_schema")
-    empty_pg_schema(conn)
-    return url
+    shared: SharedSchema = request.getfixturevalue("pg_shared_schema")
+    empty_pg_schema(shared.connection())
+    return shared.url
 
 
 StoreFactory = Callable[..., Awaitable[Store]]

@@ -27,7 +27,13 @@ class Settings:
     scheduler_batch: int = 500
     worker_lookahead: float = 1.0
     worker_concurrency: int = 10
+    """The most runs a worker executes at once (a ceiling: it claims ahead of its free slots
+    only what they finish within ``worker_claim_ahead`` claim round trips)."""
     worker_batch: int = 100
+    """The most runs one claim takes."""
+    worker_claim_ahead: float = 2.0
+    """Claim round trips' worth of work a worker may hold beyond its free slots, from the
+    measured time a run holds a slot (worker/claim_ahead.py); 0 claims only free slots."""
     worker_poll_interval: float = 1.0
     max_attempts: int = 3
     backoff_base: float = 1.0
@@ -134,6 +140,10 @@ class Settings:
                 raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
         if not self.alert_stuck_min >= 0 or not self.alert_lost_leases >= 1:
             raise ValidationError("alert_stuck_min", "must be >= 0 (and alert_lost_leases >= 1)")
+        if not 0 <= self.worker_claim_ahead <= 100:
+            raise ValidationError(
+                "worker_claim_ahead", f"must be 0 to 100, got {self.worker_claim_ahead!r}"
+            )
         if not self.priority_aging >= 0:
             raise ValidationError("priority_aging", f"must be >= 0, got {self.priority_aging!r}")
         if not -1000 <= self.priority_aging_cap <= 1000:

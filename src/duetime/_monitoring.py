@@ -163,6 +163,17 @@ class Timeline:
     buckets: list[TimelineBucket]
 
 
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """A tenant's queue depth at one sampling instant of the leader (``queue_depth_samples``):
+    runs due (scheduled, available), running (started) and dead."""
+
+    at: datetime
+    due: int
+    running: int
+    dead: int
+
+
 # --- alerts -------------------------------------------------------------------------------------
 
 

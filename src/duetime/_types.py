@@ -192,6 +192,14 @@ class Job:
     jitter: float = 0.0
     """Seconds (0 = none): each run becomes available up to this long after its scheduled
     instant, by a stable hash of (job, occurrence); ``scheduled_for`` never moves."""
+    declared_delay: timedelta | None = None
+    """A one-shot declared as a delay (``at=timedelta(hours=3)``): that delay. Declaring the
+    job again with the same delay keeps its instant (``rearm=True`` re-arms it); None for an
+    instant or any other schedule."""
+    next_occurrence_at: datetime | None = field(default=None, compare=False)
+    """The earliest occurrence not fired yet, what "next fire" shows: the scheduler writes runs
+    ahead of their instant and moves ``next_fire_at`` past them, so this is the earliest of
+    those not started yet, else ``next_fire_at``. Read with the job (derived, never compared)."""
     created: bool = field(default=False, compare=False)
     """True on the job ``schedule`` returns when that call created it (False: it updated an
     existing job, or the job was read). Not part of the job's state: never compared."""

@@ -70,10 +70,14 @@ class Explanation:
     summary: str
     """The headline: is it going to fire, and if the last occurrence went wrong, why."""
     next_fire_at: datetime | None
+    """The job's ``next_fire_at``: where the scheduler goes on writing runs (it writes them
+    ahead of their instant, so earlier occurrences may be waiting as runs)."""
     last: list[OccurrenceReport]
     """Newest first."""
     next: list[NextFire]
     notes: list[str] = field(default_factory=list)
+    next_occurrence_at: datetime | None = None
+    """The earliest occurrence not fired yet (``Job.next_occurrence_at``): "next fire"."""
 
 
 def describe_schedule(job: Job) -> str:
@@ -299,6 +303,7 @@ def explain(
         last=reports,
         next=nexts,
         notes=notes,
+        next_occurrence_at=job.next_occurrence_at,
     )
 
 

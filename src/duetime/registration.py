@@ -182,11 +182,24 @@ async def upsert_job(store: Store, params: JobUpsertParams) -> tuple[Job, bool]:
         return await upsert_in(tx, params)
 
 
+def same_declaration(params: JobUpsertParams, old: Job) -> bool:
+    """Is ``params`` a one-shot declared with the same delay as the stored ``old``
+    (``at=timedelta(hours=3)`` both times)? Then it is the same declaration, though the delay
+    resolves to a later instant each time it is declared."""
+    requested = params.requested or params.schedule
+    return (
+        params.declared_delay is not None
+        and params.declared_delay == old.declared_delay
+        and replace(requested, at=old.schedule.at) == old.schedule
+    )
+
+
 async def upsert_in(tx: StoreTx, params: JobUpsertParams) -> tuple[Job, bool]:
     """:func:`upsert_job` inside the caller's transaction: insert; if the name is taken (and
-    ``create_only`` is not set), lock the stored job and compare schedules — an equivalent one
-    keeps its schedule and next fire instant; a changed one replaces them (a completed job is
-    active again) and its not-yet-started scheduled runs are skipped (``schedule_changed``)."""
+    ``create_only`` is not set), lock the stored job and compare (:func:`replace_in`) — an
+    unchanged declaration keeps its schedule, next fire instant and status; a changed one (or
+    ``rearm``) replaces them (a completed job is active again) and its not-yet-started
+    scheduled runs are skipped (``schedule_changed``)."""
     created = await tx.job_insert(params)
     if created is not None:
         return created, True
@@ -199,10 +212,16 @@ async def upsert_in(tx: StoreTx, params: JobUpsertParams) -> tuple[Job, bool]:
 
 
 async def replace_in(tx: StoreTx, params: JobUpsertParams, old: Job) -> Job:
-    """Rewrite the job ``old`` (locked by ``tx``) from ``params``: an equivalent schedule
-    keeps its schedule and next fire instant; a changed one replaces them (a completed job is
-    active again) and its not-yet-started scheduled runs are skipped (``schedule_changed``)."""
-    if equivalent_schedules(params.requested or params.schedule, old.schedule):
+    """Rewrite the job ``old`` (locked by ``tx``) from ``params``. An unchanged declaration —
+    an equivalent schedule (:func:`equivalent_schedules`), or a one-shot declared with the same
+    delay (:func:`same_declaration`) — keeps the stored schedule, next fire instant and status,
+    so a one-shot that already fired does not fire again. A changed one, or any with
+    ``params.rearm``, replaces them (a completed job is active again) and its not-yet-started
+    scheduled runs are skipped (``schedule_changed``)."""
+    unchanged = same_declaration(params, old) or equivalent_schedules(
+        params.requested or params.schedule, old.schedule
+    )
+    if unchanged and not params.rearm:
         schedule, next_fire_at, status = old.schedule, old.next_fire_at, old.status
     else:
         schedule, next_fire_at = params.schedule, params.next_fire_at
@@ -370,7 +389,8 @@ async def change_job(
     """Apply ``changes`` to the job ``ref`` atomically, in one store transaction: lock it,
     merge the changes onto its current values (a ``\"<redacted>\"`` header value keeps the stored
     one), validate the result as ``schedule`` does (:func:`build_upsert`) and rewrite it
-    (:func:`replace_in`: a changed schedule skips its not-yet-started runs). Concurrent
+    (:func:`replace_in`: a changed schedule skips its not-yet-started runs; an ``at`` delay
+    counts from now, even the one the job was declared with). Concurrent
     updates of different fields all survive. Raises NotFound, ValidationError. A task is not
     checked against the known ones here (on SQLite that read would wait on this
     transaction): the caller checks :func:`changed_task` first."""
@@ -382,6 +402,10 @@ async def change_job(
         if has_redacted(spec.target):  # written back as read: keep the stored credentials
             spec = replace(spec, target=keep_redacted(spec.target, old.target))
         params = build_upsert(spec, tenant=old.tenant, settings=settings, now=now)
+        if SCHEDULE_CHANGES & changes.keys():  # a delay given to an update counts from now
+            params = replace(params, rearm=params.declared_delay is not None)
+        else:  # the schedule is the stored one: so is the way it was declared
+            params = replace(params, declared_delay=old.declared_delay)
         check_delivery(params, store.dialect)
         return await replace_in(tx, params, old)
 
@@ -467,9 +491,14 @@ def build_upsert(
     settings: Settings,
     now: datetime,
     create_only: bool = False,
+    rearm: bool = False,
     cron_times: CronTimes | None = None,
 ) -> JobUpsertParams:
     """Validate ``spec`` and build the store's upsert params. Raises ValidationError.
+
+    An ``at`` given as a delay is resolved against ``now`` and kept as declared
+    (``declared_delay``: the same delay declared again keeps the stored instant); ``rearm``
+    makes an existing job's schedule count as changed (:func:`replace_in`).
 
     ``cron_times``: a cache of validated cron schedules and their first instants, for many
     specs at once (bulk registration repeats a few thousand expressions over millions of
@@ -493,6 +522,8 @@ def build_upsert(
         partition=partition_of(job_id),
         job_id=job_id,
         create_only=create_only,
+        declared_delay=spec.at if isinstance(spec.at, timedelta) else None,
+        rearm=rearm,
         **shared,
     )
 

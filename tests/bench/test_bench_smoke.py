@@ -6,9 +6,12 @@ No timing thresholds, nothing written to docs/benchmarks.md. PostgreSQL parts ar
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,8 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 pytestmark = pytest.mark.slow
 
 
-def bench(module: str, *args: str, pg: bool = False) -> str:
+def run_bench(module: str, *args: str, pg: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bench.MODULE ARGS``; it must not write docs/benchmarks.md."""
     env = dict(os.environ)
     if pg:
         env["DUETIME_BENCH_PG_URL"] = pg_base_url()
@@ -36,17 +40,46 @@ def bench(module: str, *args: str, pg: bool = False) -> str:
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     after = DOCS.read_text().count(needle) if DOCS.exists() else 0
     assert before == after, "a benchmark without --record must not write docs/benchmarks.md"
+    return done
+
+
+def bench(module: str, *args: str, pg: bool = False) -> str:
+    done = run_bench(module, *args, pg=pg)
+    assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+@contextlib.contextmanager
+def port_taken(port: int) -> Iterator[None]:
+    """``port`` on 127.0.0.1 is in use while inside (held here, or already by someone else)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        except OSError:
+            pass  # taken already: the condition wanted
+        yield
 
 
 @pytest.mark.postgres
 def test_burndown_postgres(pg_database: str) -> None:
     out = bench("burndown", "--runs", "200", "--workers", "1", "--repeat", "1", pg=True)
+    assert "uniform mix" in out
     assert "runs/s" in out
+    assert "PostgreSQL backends CPU" in out
     assert "enqueue on its own (postgres)" in out
+
+
+@pytest.mark.postgres
+def test_burndown_realistic_mix_postgres(pg_database: str) -> None:
+    out = bench(
+        "burndown", "--mix", "realistic", "--runs", "300", "--workers", "1", "--repeat", "1",
+        pg=True,
+    )  # fmt: skip
+    assert "realistic mix" in out
+    assert "runs/s" in out
 
 
 def test_burndown_sqlite() -> None:
@@ -65,12 +98,46 @@ def test_fire_postgres(pg_database: str) -> None:
     assert "p99" in out
 
 
-def test_fire_sqlite() -> None:
-    out = bench(
-        "fire", "--store", "sqlite", "--rate", "20", "--seconds", "2", "--crons", "2",
-        "--lead", "5", "--settle", "10", "--concurrency", "100",
+def test_fire_sqlite_runs_with_port_8000_taken() -> None:
+    # `duetime up` serves its API on a free port, not on 8000 (taken here)
+    with port_taken(8000):
+        out = bench(
+            "fire", "--store", "sqlite", "--rate", "20", "--seconds", "2", "--crons", "2",
+            "--lead", "5", "--settle", "10", "--concurrency", "100",
+        )  # fmt: skip
+    assert "sqlite 20/s for 2 s: runs 40/40 started (missing 0)" in out
+
+
+@pytest.mark.postgres
+def test_a_failed_benchmark_exits_non_zero_with_the_reason(pg_database: str) -> None:
+    # no worker: nothing in the window starts, which is a failure, not a figure of 0/N
+    done = run_bench(
+        "fire", "--rate", "5", "--seconds", "1", "--crons", "0", "--lead", "3", "--settle", "1",
+        "--workers", "0", pg=True,
     )  # fmt: skip
-    assert "sqlite 20/s for 2 s" in out
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "benchmark failed: fire (postgres): none of the 5 runs in the window started "
+        "(5 jobs registered)"
+    )
+    assert "lag p50" not in done.stdout
+
+
+@pytest.mark.postgres
+def test_hotpath_suite_prints_ratios_to_the_minimal_scripts(pg_database: str) -> None:
+    # "midnight" is bench.oneshots as "distinct" is, with another N: not run twice here
+    out = bench(
+        "hotpath_suite", "--only", "minimal-uniform,burndown-defaults,minimal-distinct,distinct",
+        "--runs", "300", "--distinct", "300", "--lead", "2", "--rounds", "1", pg=True,
+    )  # fmt: skip
+    assert "round 1: minimal-uniform:" in out
+    assert "burn-down, product defaults (`duetime worker`, no settings), N=300" in out
+    assert "ratio to minimal-uniform" in out
+    assert "distinct one-shot jobs due at once" in out
+    assert "ratio to minimal-distinct" in out
+    assert "start lag p50" in out
+    assert "fewer than 3, not figures to quote" in out
 
 
 @pytest.mark.postgres

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -21,11 +22,13 @@ from tests.api.apikit import (
     ServerProcess,
     fail_in_process,
     make_dead_run,
+    make_job,
     make_keys,
     ok,
     start,
 )
 from tests.conftest import in_ci
+from tests.waiting import eventually_sync
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -83,9 +86,43 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProce
 
 
 async def _fail_one(db: str) -> None:
-    """A run whose task raised (retried later: no second dead letter), for the run page."""
+    """A run whose task raised (retried later: no second dead letter), for the run page; and
+    one whose traceback holds a script element."""
     async with AsyncApp(db, tenant="acme") as app:
         await fail_in_process(app, "exploding-export", retried=True)
+        await _fail_with_markup(app)
+
+
+SCRIPT = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+
+
+async def _fail_with_markup(app: AsyncApp) -> None:
+    """A run of ``script-export`` whose task raised with :data:`SCRIPT` in its message, failed
+    by an in-process worker (its attempt keeps the traceback) and retried an hour later (no
+    second dead letter)."""
+    from duetime import Retry
+    from duetime._types import RunState
+    from tests.waiting import eventually
+
+    @app.task("tests.script")
+    def script_task(ctx: Any) -> None:
+        raise ValueError(SCRIPT)
+
+    retry = Retry(max_attempts=2, backoff_base=3600, backoff_cap=3600)
+    await app.schedule("script-export", task="tests.script", cron="0 0 1 1 *", retry=retry)
+    run = await app.trigger("script-export")
+    stop = asyncio.Event()
+    serving = asyncio.create_task(app.worker(tasks=["tests.script"]).run(stop))
+
+    async def failed() -> bool | None:
+        now = await app.run(run.id)
+        return (now.attempt == 1 and now.state is RunState.SCHEDULED) or None
+
+    try:
+        await eventually(failed, what="the script run to fail")
+    finally:
+        stop.set()
+        await serving
 
 
 @pytest.fixture(scope="module")
@@ -307,8 +344,264 @@ def test_the_run_page_shows_a_failed_attempts_traceback(
         assert "in explode_task" in text
         assert text.rstrip().endswith(f"RuntimeError: {EXPLODING}")
         assert page.locator("pre.traceback b").count() == 0  # shown as text, never as markup
-        assert page.locator("h3:has-text('Attempt 1 traceback')").count() == 1
+        summary = page.locator("details.traceback summary:has-text('Attempt 1 traceback')")
+        sync_api.expect(summary).to_have_count(1)
+        sync_api.expect(pre).to_be_visible()  # the latest attempt's is unfolded
+        summary.click()  # folds
+        sync_api.expect(pre).to_be_hidden()
+        summary.click()
+        sync_api.expect(pre).to_be_visible()
         tab.shot("09-run-traceback")
         assert tab.errors == []
     finally:
         tab.close()
+
+
+def test_a_traceback_is_shown_as_text_never_run_as_markup(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    """Issue 17: a traceback holding <script> and an <img onerror> shows them as text."""
+    server, keys = site
+    with server.client(keys.acme_operator) as api:
+        job = _job_named(api, "script-export")
+        (run,) = ok(api.get(f"/jobs/{job['id']}/runs"))["items"]
+    tab = Tab(browser, server.url)
+    page = tab.page
+    try:
+        tab.login(keys.acme_operator, "acme · operator")
+        tab.open(f"#/runs/{run['id']}")
+        pre = page.locator("details.traceback pre.traceback")
+        sync_api.expect(pre).to_have_count(1)
+        assert SCRIPT in pre.inner_text()
+        assert page.locator("pre.traceback script, pre.traceback img").count() == 0
+        assert page.evaluate("window.pwned") is None
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def _job_named(api: Any, name: str) -> dict[str, Any]:
+    (job,) = [
+        j for j in ok(api.get("/jobs", params={"name_prefix": name}))["items"] if j["name"] == name
+    ]
+    return job
+
+
+def _runs_shown(page: Any) -> list[str]:
+    return [page.get_attribute(f"tbody tr >> nth={i}", "data-run") for i in range(_rows(page))]
+
+
+def _rows(page: Any) -> int:
+    return int(page.locator("tbody tr").count())
+
+
+def test_the_runs_page_filters_by_job_task_state_and_time(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    server, keys = site
+    with server.client(keys.acme_operator) as api:
+        made: dict[str, list[str]] = {}
+        for name, task in (("filter-a", "filters.alpha"), ("filter-b", "filters.beta")):
+            body = {"name": name, "task": task, "cron": "0 0 1 1 *", "allow_unregistered": True}
+            job = ok(api.post("/jobs", json=body), 201)
+            made[name] = [ok(api.post(f"/jobs/{job['id']}/trigger"), 201)["id"] for _ in range(2)]
+        scheduled_for = ok(api.get(f"/runs/{made['filter-a'][0]}"))["scheduled_for"]
+        exploding = _job_named(api, "exploding-export")
+        (failed,) = ok(api.get(f"/jobs/{exploding['id']}/runs"))["items"]
+        (attempt,) = ok(api.get(f"/runs/{failed['id']}"))["attempts"]
+    minute = scheduled_for[:16]  # "YYYY-MM-DDTHH:MM", UTC
+    tab = Tab(browser, server.url)
+    page = tab.page
+    try:
+        tab.login(keys.acme_operator, "acme · operator")
+        tab.open("#/runs")
+        for header in ("task", "worker", "duration"):
+            sync_api.expect(page.locator(f"th:text-is('{header}')")).to_have_count(1)
+
+        page.fill("#run-task", "filters.alpha")
+        page.press("#run-task", "Enter")
+        tab.loaded("#/runs?task=filters.alpha")
+        assert sorted(_runs_shown(page)) == sorted(made["filter-a"])
+        assert set(page.locator("td.task").all_inner_texts()) == {"filters.alpha"}
+
+        tab.open("#/runs")
+        page.fill("#run-job", "filter-b")
+        page.select_option("#run-state", "scheduled")  # submits the form
+        tab.loaded("#/runs?job=filter-b&state=scheduled")
+        assert sorted(_runs_shown(page)) == sorted(made["filter-b"])
+
+        page.fill("#run-since", minute)
+        page.fill("#run-task", "filters.beta")
+        page.click("#run-filters button[type=submit]")
+        since = quote(f"{minute}:00Z", safe="")  # as URLSearchParams writes it
+        tab.loaded(f"#/runs?job=filter-b&task=filters.beta&state=scheduled&since={since}")
+        assert sorted(_runs_shown(page)) == sorted(made["filter-b"])
+        page.fill("#run-since", "")
+        page.fill("#run-until", minute)  # before the minute they were scheduled in: none
+        page.click("#run-filters button[type=submit]")
+        page.wait_for_selector("text=no run")
+        assert _rows(page) == 0
+
+        page.click("#run-clear")
+        tab.loaded("#/runs")
+        page.fill("#run-job", "no-such-job")
+        page.press("#run-job", "Enter")
+        page.wait_for_selector("text=no job named no-such-job")
+
+        # a run that ran: its worker (of its latest attempt) and how long it took
+        tab.open("#/runs?job=exploding-export")
+        row = page.locator(f"tr[data-run='{failed['id']}']")
+        sync_api.expect(row.locator("td.worker")).to_have_text(attempt["worker_id"])
+        assert row.locator("td.duration").inner_text() not in ("", "—")
+        tab.shot("10-runs-filtered")
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_pages_update_live_without_a_reload(site: tuple[ServerProcess, Keys], browser: Any) -> None:
+    """A run made after the page opened appears on it with no navigation or reload."""
+    server, keys = site
+    with server.client(keys.acme_operator) as api:
+        body = {"name": "live-job", "task": "live.task", "cron": "0 0 1 1 *"}
+        job = ok(api.post("/jobs", json={**body, "allow_unregistered": True}), 201)
+        tab = Tab(browser, server.url)
+        page = tab.page
+        try:
+            tab.login(keys.acme_operator, "acme · operator")
+            tab.open("#/runs?task=live.task")
+            page.wait_for_selector("text=no run")
+            page.evaluate("window.sameDocument = true")
+            run = ok(api.post(f"/jobs/{job['id']}/trigger"), 201)
+            page.wait_for_selector(f"tr[data-run='{run['id']}']")
+            assert page.evaluate("window.sameDocument") is True  # no reload happened
+            assert page.url.endswith("#/runs?task=live.task")
+            assert int(page.get_attribute("#view", "data-refreshed") or "0") >= 1
+            assert tab.errors == []
+        finally:
+            tab.close()
+
+
+def test_the_last_timeline_bucket_is_never_drawn_as_a_drop(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    """The bucket holding "now" is partial: left out in its first half, then projected to a
+    whole bucket (and drawn dashed) — never its raw, smaller count."""
+    server, keys = site
+    tab = Tab(browser, server.url)
+    try:
+        tab.login(keys.acme_viewer, "acme · viewer")
+        got = tab.page.evaluate(
+            """async () => {
+              const c = await import("/dashboard/chart.js");
+              const buckets = [0, 60000, 120000].map((t) => ({ t, succeeded: 6 }));
+              const pick = (b) => b.succeeded;
+              const early = c.splitPartial(buckets, 60, 120000 + 3000);
+              const late = c.splitPartial([...buckets.slice(0, 2), { t: 120000, succeeded: 3 }],
+                                          60, 120000 + 45000);
+              const ended = c.splitPartial(buckets, 60, 180000);
+              return {
+                early: c.timelineSeries(early, pick),
+                late: c.timelineSeries(late, pick),
+                ended: c.timelineSeries(ended, pick),
+              };
+            }"""
+        )
+        assert got["early"] == {
+            "points": [{"t": 0, "v": 6}, {"t": 60000, "v": 6}],
+            "partial": None,
+        }
+        assert got["late"]["points"] == [{"t": 0, "v": 6}, {"t": 60000, "v": 6}]
+        assert got["late"]["partial"] == {"t": 120000, "v": 4}  # 3 in 45 s: 4 a minute
+        assert len(got["ended"]["points"]) == 3
+        assert got["ended"]["partial"] is None
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_no_page_scrolls_sideways_on_a_phone(
+    site: tuple[ServerProcess, Keys], browser: Any
+) -> None:
+    server, keys = site
+    with server.client(keys.acme_operator) as api:
+        job = _job_named(api, "exploding-export")
+        (run,) = ok(api.get(f"/jobs/{job['id']}/runs"))["items"]
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    page = context.new_page()
+    try:
+        page.goto(server.url + "/")
+        page.wait_for_selector("#view[data-loaded]")
+        page.fill("#key-input", keys.acme_operator)
+        page.press("#key-input", "Enter")
+        page.wait_for_selector("#whoami:has-text('acme · operator')")
+        for hash_ in (
+            "#/",
+            "#/jobs",
+            "#/runs",
+            f"#/runs/{run['id']}",
+            f"#/jobs/{job['id']}",
+            "#/dead-letters",
+        ):
+            page.goto(f"{server.url}/{hash_}")
+            page.wait_for_selector(f"#view[data-loaded='{hash_}']")
+            wide = page.evaluate(
+                "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
+            )
+            assert wide[0] <= wide[1], (hash_, wide)
+        page.goto(f"{server.url}/#/runs")
+        page.wait_for_selector("#view[data-loaded='#/runs']")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "11-phone-runs.png"), full_page=True)
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def open_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``duetime up``: open on loopback (no keys), with a scheduler that leads."""
+    workdir = tmp_path_factory.mktemp("up")
+    server = start(str(workdir / "up.db"), command="up", cwd=workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_key_box_shows_only_where_keys_are_asked_for(
+    site: tuple[ServerProcess, Keys], open_site: ServerProcess, browser: Any
+) -> None:
+    server, _ = site
+    with_keys = Tab(browser, server.url)
+    try:
+        with_keys.page.goto(server.url + "/")
+        with_keys.page.wait_for_selector("#view[data-loaded='login']")
+        sync_api.expect(with_keys.page.locator("#key-input")).to_be_visible()
+        sync_api.expect(with_keys.page.locator("#key-use")).to_be_visible()
+    finally:
+        with_keys.close()
+    tab = Tab(browser, open_site.url)
+    page = tab.page
+    try:
+        tab.open("#/")
+        page.wait_for_selector("h1:has-text('Overview')")
+        sync_api.expect(page.locator("#key-input")).to_be_hidden()
+        sync_api.expect(page.locator("label[for=key-input]")).to_be_hidden()
+        sync_api.expect(page.locator("#key-forget")).to_be_hidden()
+        tab.shot("12-open-mode")
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_the_leader_keeps_the_depth_history_with_no_page_open(open_site: ServerProcess) -> None:
+    """No browser at all: `duetime up`'s leader records queue depth on its own."""
+    with open_site.client(None) as api:
+        job = make_job(api, name="depth-job", task="depth.task", cron="0 0 1 1 *")
+        ok(api.post(f"/jobs/{job['id']}/trigger"), 201)  # nobody serves depth.task: stays due
+
+        def due_sampled() -> bool | None:
+            depth = ok(api.get("/stats/overview"))["depth"]
+            return any(d["due"] >= 1 for d in depth) or None
+
+        eventually_sync(due_sampled, what="a depth sample with the due run")

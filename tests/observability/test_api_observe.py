@@ -16,6 +16,7 @@ from duetime._monitoring import AlertCondition, AlertKind
 from duetime.api import create_api
 from duetime.app import AsyncApp
 from duetime.errors import ValidationError
+from duetime.maintenance.depth import DepthSampler
 from duetime.store.base import IncidentsApplyParams
 from tests.observability.obskit import open_app
 
@@ -49,6 +50,8 @@ async def test_endpoints_answer_for_the_callers_tenant(app: AsyncApp) -> None:
             ]
         )
     )
+    await acme.trigger("late")  # a run due now
+    await DepthSampler(app.store).run_once()  # the leader's duty: no API process involved
     api = create_api(app, auth_required=True)
     async with client(api) as anonymous:
         assert (await anonymous.get("/api/v1/whoami")).status_code == 401
@@ -81,7 +84,10 @@ async def test_endpoints_answer_for_the_callers_tenant(app: AsyncApp) -> None:
             "acme's run died",
             "nobody serves t",
         }
-        assert len(overview["depth"]) >= 1
+        (sample,) = overview["depth"]  # read from the leader's history, the tenant's own
+        assert (sample["due"], sample["running"], sample["dead_letters"]) == (1, 0, 0)
+        narrow = {"depth_window": 5}
+        assert (await c.get("/api/v1/stats/overview", params=narrow)).status_code == 422
         timeline = (
             await c.get("/api/v1/stats/timeline", params={"window": 600, "step": 60})
         ).json()

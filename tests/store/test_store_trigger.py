@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import uuid
 from datetime import datetime
 
@@ -15,17 +17,20 @@ from storekit import (
     complete,
     completion,
     get_run,
+    job_params,
     list_runs,
     make_job,
     materialize,
     ref,
     s,
+    upsert,
 )
 
 from duetime import _json
-from duetime._types import JobStatus, RunState, RunTrigger
+from duetime._types import JobStatus, OverlapPolicy, RunState, RunTrigger
 from duetime.errors import Conflict, NotFound
 from duetime.store import Store
+from duetime.store._values import trigger_run_values
 from duetime.store.base import JobRef, JobSetStatusParams, RunStartParams, RunTriggerParams
 
 
@@ -213,3 +218,59 @@ async def test_no_manual_run_starts_after_its_job_is_cancelled(store: Store, t0:
             c.run.started_at is None
             and not await store.run_start(RunStartParams(c.run.id, c.run.token, now=t0 + s(2)))
         ), "a manual run of a cancelled job was started"
+
+
+@pytest.mark.parametrize(
+    ("overlap", "max_concurrency", "concurrency_key"),
+    [
+        (OverlapPolicy.ALLOW, 0, None),
+        (OverlapPolicy.ALLOW, 2, None),
+        (OverlapPolicy.SKIP, 0, None),
+        (OverlapPolicy.SERIALIZE, 1, "nightly-export"),
+    ],
+)
+async def test_one_statement_trigger_writes_what_the_store_would_compute(
+    store: Store,
+    store_url: str,
+    t0: datetime,
+    overlap: OverlapPolicy,
+    max_concurrency: int,
+    concurrency_key: str | None,
+) -> None:
+    # the one-round-trip trigger computes the run's columns in SQL: they must be the ones
+    # trigger_run_values / overlap_key compute from the job in Python
+    params = dataclasses.replace(
+        job_params("j", next_fire_at=None, overlap_policy=overlap, timeout=7.5),
+        max_concurrency=max_concurrency,
+        concurrency_key=concurrency_key,
+        target={"type": "http", "url": "https://example.com/hook"},
+    )
+    job, _ = await upsert(store, params)
+    run, created = await trigger(store, job, t0, payload=_json.dumps({"x": 1}), priority=3)
+
+    expected = trigger_run_values(job, RunTriggerParams(ref(job), priority=3), t0)
+    assert created is True
+    assert raw_column(store_url, run.id, "concurrency_key") == expected["concurrency_key"]
+    assert run.payload == {"x": 1}
+    assert (run.priority, run.target) == (3, job.target)
+    assert raw_column(store_url, run.id, "timeout_s") == 7.5
+    assert run.max_attempts == expected["max_attempts"]
+    assert raw_column(store_url, run.id, "backoff_cap") == expected["backoff_cap"]
+    assert run.idempotency_key is None or run.idempotency_key.startswith("auto:")
+
+
+def raw_column(store_url: str, run_id: uuid.UUID, column: str) -> object:
+    """One column of a run read straight from the database (not every column is a Run field)."""
+    query = f"SELECT {column} FROM runs WHERE id = ?"
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url) as conn:
+            row = conn.execute(query.replace("?", "%s"), (run_id,)).fetchone()
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(store_url)) as conn:
+            row = conn.execute(query, (str(run_id),)).fetchone()
+    assert row is not None
+    return row[0]

@@ -10,7 +10,7 @@ from fastapi import Body, Query, Response
 from duetime._types import JobStatus, RetryPolicy, RunState
 from duetime.api.auth import Operator, Viewer
 from duetime.api.endpoint import Endpoint
-from duetime.api.params import Cursor, IdempotencyKey, JobId, Limit
+from duetime.api.params import Cursor, IdempotencyKey, JobId, Limit, job_key
 from duetime.api.schemas import (
     NO_NUL,
     JobCreate,
@@ -23,7 +23,6 @@ from duetime.api.schemas import (
     TriggerIn,
     parse_at,
     parse_every,
-    parse_id,
     utc,
 )
 from duetime.app import AsyncApp
@@ -115,7 +114,7 @@ class GetJob(Endpoint):
     errors = (404,)
 
     async def handle(self, job_id: JobId, caller: Viewer) -> JobOut:
-        return JobOut.of(await caller.app.get(parse_id(job_id, "job")))
+        return JobOut.of(await caller.app.get(job_key(job_id)))
 
 
 class UpdateJob(Endpoint):
@@ -132,7 +131,7 @@ class UpdateJob(Endpoint):
         app = caller.app
         changes = _arguments(body, set(body.model_fields_set), now=app.clock.now())
         job = await app.update_job(
-            parse_id(job_id, "job"),
+            job_key(job_id),
             allow_unregistered=body.allow_unregistered,
             **cast(JobChanges, changes),
         )
@@ -147,7 +146,7 @@ class DeleteJob(Endpoint):
     errors = (404,)
 
     async def handle(self, job_id: JobId, caller: Operator) -> None:
-        await caller.app.delete(parse_id(job_id, "job"))
+        await caller.app.delete(job_key(job_id))
 
 
 class PauseJob(Endpoint):
@@ -159,7 +158,7 @@ class PauseJob(Endpoint):
     errors = (404, 409)
 
     async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
-        return JobOut.of(await caller.app.pause(parse_id(job_id, "job")))
+        return JobOut.of(await caller.app.pause(job_key(job_id)))
 
 
 class ResumeJob(Endpoint):
@@ -170,7 +169,7 @@ class ResumeJob(Endpoint):
     errors = (404, 409)
 
     async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
-        return JobOut.of(await caller.app.resume(parse_id(job_id, "job")))
+        return JobOut.of(await caller.app.resume(job_key(job_id)))
 
 
 class CancelJob(Endpoint):
@@ -181,7 +180,7 @@ class CancelJob(Endpoint):
     errors = (404, 409)
 
     async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
-        return JobOut.of(await caller.app.cancel(parse_id(job_id, "job")))
+        return JobOut.of(await caller.app.cancel(job_key(job_id)))
 
 
 class TriggerJob(Endpoint):
@@ -205,7 +204,7 @@ class TriggerJob(Endpoint):
         body: Annotated[TriggerIn | None, Body()] = None,
     ) -> RunOut:
         run, created = await caller.app.trigger_run(
-            parse_id(job_id, "job"),
+            job_key(job_id),
             idempotency_key=idempotency_key,
             payload=None if body is None else body.payload,
             priority=None if body is None else body.priority,
@@ -230,9 +229,7 @@ class ListJobRuns(Endpoint):
         limit: Limit = 100,
         cursor: Cursor = None,
     ) -> RunPage:
-        page = await caller.app.runs(
-            parse_id(job_id, "job"), state=state, limit=limit, cursor=cursor
-        )
+        page = await caller.app.runs(job_key(job_id), state=state, limit=limit, cursor=cursor)
         return RunPage(items=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import deque
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -22,20 +21,18 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from duetime._monitoring import ClusterStats, Incident, TimelineBucket
+from duetime._monitoring import ClusterStats, Incident, QueueDepth, TimelineBucket
 from duetime.api.auth import Admin, Viewer, state_of
 from duetime.api.endpoint import Endpoint
-from duetime.api.params import JobId
+from duetime.api.params import JobId, job_key
 from duetime.api.problems import unauthorized
-from duetime.api.schemas import fields_from, parse_id
+from duetime.api.schemas import fields_from
 from duetime.app import AsyncApp
 from duetime.errors import ValidationError
 from duetime.explain import Explanation
 from duetime.metrics import metrics
 
 STATS_MAX_AGE = 5.0
-DEPTH_SAMPLES = 720
-"""Queue-depth samples kept per tenant (one per 5 s at most: the last hour)."""
 
 
 # --- response bodies --------------------------------------------------------------------------
@@ -148,9 +145,8 @@ class DepthSample(BaseModel):
     dead_letters: int
 
     @classmethod
-    def of(cls, stats: ClusterStats, tenant: str) -> DepthSample:
-        counts = stats.tenant(tenant)
-        return cls(at=stats.now, due=counts.due, running=counts.running, dead_letters=counts.dead)
+    def of(cls, sample: QueueDepth) -> DepthSample:
+        return cls(at=sample.at, due=sample.due, running=sample.running, dead_letters=sample.dead)
 
 
 class Overview(BaseModel):
@@ -160,7 +156,8 @@ class Overview(BaseModel):
     cluster: ClusterOut
     alerts_firing: list[IncidentOut]
     depth: list[DepthSample]
-    """Queue depth over time, as sampled by this API process (while it is being read)."""
+    """The tenant's queue depth over the last `depth_window` seconds, oldest first: the
+    samples the leader records every 10 s (kept 24 h), whether or not a page is open."""
 
 
 class BucketOut(BaseModel):
@@ -224,6 +221,8 @@ class ExplanationOut(BaseModel):
     now: datetime
     summary: str
     next_fire_at: datetime | None
+    next_occurrence_at: datetime | None = None
+    """The earliest occurrence not fired yet (runs written ahead included): "next fire"."""
     last: list[OccurrenceReportOut]
     next: list[NextFireOut]
     notes: list[str]
@@ -253,38 +252,20 @@ class ExplanationOut(BaseModel):
 
 class StatsCache:
     """One cluster-stats read per ``STATS_MAX_AGE`` for the whole API process (the metrics
-    gauges and every dashboard reader share it), and queue-depth samples per tenant."""
+    gauges and every dashboard reader share it)."""
 
     def __init__(self, app: AsyncApp) -> None:
         self.app = app
         self.stats: ClusterStats | None = None
         self._read_at = 0.0
         self._lock = asyncio.Lock()
-        self.depth: dict[str, deque[DepthSample]] = {}
 
     async def get(self) -> ClusterStats:
         async with self._lock:
             if self.stats is None or time.monotonic() - self._read_at >= STATS_MAX_AGE:
                 self.stats = await self.app.cluster_stats()
                 self._read_at = time.monotonic()
-                self._sample(self.stats)
             return self.stats
-
-    def _sample(self, stats: ClusterStats) -> None:
-        tenants = {t.tenant for t in stats.tenants} | set(self.depth)
-        for tenant in tenants:
-            samples = self.depth.get(tenant)
-            if samples is None:
-                if len(self.depth) >= 1000:
-                    continue
-                samples = self.depth[tenant] = deque(maxlen=DEPTH_SAMPLES)
-            samples.append(DepthSample.of(stats, tenant))
-
-    def samples(self, tenant: str) -> list[DepthSample]:
-        """The tenant's depth samples (from now on sampled with every read)."""
-        if tenant not in self.depth and self.stats is not None and len(self.depth) < 1000:
-            self.depth[tenant] = deque([DepthSample.of(self.stats, tenant)], maxlen=DEPTH_SAMPLES)
-        return list(self.depth.get(tenant, ()))
 
 
 def cache_of(request: Request) -> StatsCache:
@@ -315,16 +296,23 @@ class WhoAmIEndpoint(Endpoint):
 class GetOverview(Endpoint):
     """Overview of the queues
     The tenant's due, running and dead runs now, the cluster's live nodes, workers (the
-    installation's and the tenant's remote ones) and leader, the alerts firing, and queue-depth
-    samples (taken by this API process while it is read)."""
+    installation's and the tenant's remote ones) and leader, the alerts firing, and its queue
+    depth over the last `depth_window` seconds (recorded by the leader every 10 s and kept 24
+    h, whether or not anyone reads it; empty while no scheduler leads)."""
 
     method, path, tag = "GET", "/stats/overview", "observability"
+    errors = (422,)
 
-    async def handle(self, request: Request, caller: Viewer) -> Overview:
-        cache = cache_of(request)
-        stats = await cache.get()
+    async def handle(
+        self,
+        request: Request,
+        caller: Viewer,
+        depth_window: Annotated[float, Query(ge=60, le=86400)] = 3600,
+    ) -> Overview:
+        stats = await cache_of(request).get()
         counts = stats.tenant(caller.tenant)
         firing = await caller.app.incidents(firing=True, limit=100)
+        depth = await caller.app.monitoring.queue_depth(window=depth_window)
         return Overview(
             now=stats.now,
             tenant=caller.tenant,
@@ -338,7 +326,7 @@ class GetOverview(Endpoint):
             ),
             cluster=ClusterOut.of(stats, caller.tenant),
             alerts_firing=[IncidentOut.of(i) for i in firing],
-            depth=cache.samples(caller.tenant),
+            depth=[DepthSample.of(d) for d in depth],
         )
 
 
@@ -412,7 +400,7 @@ class ExplainJob(Endpoint):
         last: Annotated[int, Query(ge=1, le=100)] = 10,
         count: Annotated[int, Query(ge=1, le=100)] = 5,
     ) -> ExplanationOut:
-        found = parse_id(job_id, "job")
+        found = job_key(job_id)
         return ExplanationOut.of(await caller.app.explain(found, last=last, count=count))
 
 

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Query
+from pydantic import BaseModel, Field
+
 from duetime._types import RunState
 from duetime.api.auth import Operator, Viewer
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import Cursor, JobFilter, Limit, RunId
-from duetime.api.schemas import RunDetail, RunOut, RunPage, parse_id
+from duetime.api.schemas import NO_NUL, RunDetail, RunOut, parse_id
+
+TaskFilter = Annotated[
+    str | None, Query(max_length=200, pattern=NO_NUL, description="Only runs of this task.")
+]
+
+
+class RunListItem(RunOut):
+    worker: str | None = Field(
+        description="The worker of its latest attempt (the one holding it while it runs); "
+        "null before its first attempt."
+    )
+    duration_seconds: float | None = Field(description="started → finished; null until both.")
+
+
+class RunListPage(BaseModel):
+    items: list[RunListItem]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
 
 
 class ListRuns(Endpoint):
     """List runs
-    Newest scheduled instant first; filter by state and job."""
+    Newest scheduled instant first; filter by state, job, task and scheduled instant (`since`
+    inclusive, `until` exclusive: ISO 8601 with an offset). Each run names the worker of its
+    latest attempt and its duration."""
 
     method, path, tag = "GET", "/runs", "runs"
     errors = (404, 422)
@@ -23,10 +48,26 @@ class ListRuns(Endpoint):
         job_id: JobFilter = None,
         limit: Limit = 100,
         cursor: Cursor = None,
-    ) -> RunPage:
+        task: TaskFilter = None,
+        since: Annotated[datetime | None, Query(description="Scheduled at or after.")] = None,
+        until: Annotated[datetime | None, Query(description="Scheduled before.")] = None,
+    ) -> RunListPage:
         job = None if job_id is None else parse_id(job_id, "job")
-        page = await caller.app.runs(job, state=state, limit=limit, cursor=cursor)
-        return RunPage(items=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
+        page = await caller.app.runs(
+            job, state=state, limit=limit, cursor=cursor, task=task, since=since, until=until
+        )
+        workers = await caller.app.monitoring.last_workers([r.id for r in page.items])
+        items = [
+            RunListItem(
+                **RunOut.fields_of(r),
+                worker=r.lease_owner or workers.get(r.id),
+                duration_seconds=None
+                if r.started_at is None or r.finished_at is None
+                else (r.finished_at - r.started_at).total_seconds(),
+            )
+            for r in page.items
+        ]
+        return RunListPage(items=items, next_cursor=page.next_cursor)
 
 
 class GetRun(Endpoint):

@@ -367,7 +367,14 @@ class JobOut(BaseModel):
     tenant: str
     name: str
     status: JobStatus
-    next_fire_at: datetime | None
+    next_fire_at: datetime | None = Field(
+        description="Where the scheduler goes on writing runs: it writes them ahead of their "
+        "instant, so earlier occurrences may still be waiting (see `next_occurrence_at`)."
+    )
+    next_occurrence_at: datetime | None = Field(
+        description="The earliest occurrence not fired yet — the earliest of the runs written "
+        'ahead that have not started, else `next_fire_at`: what "next fire" shows.'
+    )
     task: str
     target: dict[str, Any] | None = Field(
         description=f"The http target; each header value reads {REDACTED!r} (the stored one "

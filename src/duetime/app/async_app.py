@@ -283,6 +283,7 @@ class AsyncApp:
     dead_letters = forward("runs", Runs.dead_letters)
     replay = forward("runs", Runs.replay)
     cancel_run = forward("runs", Runs.cancel)
+    resolve_run = forward("runs", Runs.resolve)
     webhook_secret = forward("tenants", Tenants.webhook_secret)
     tenant_limits_set = forward("tenants", Tenants.limits_set)
     tenant_limits_get = forward("tenants", Tenants.limits_get)

@@ -79,6 +79,7 @@ class Jobs(Service):
         allow_past: bool = False,
         allow_unregistered: bool = False,
         create_only: bool = False,
+        rearm: bool = False,
     ) -> Job:
         """Create the job ``name`` of this tenant, or update it if it exists; the returned
         job's ``created`` says which.
@@ -88,11 +89,15 @@ class Jobs(Service):
         a signed webhook, see docs/webhooks.md; a header value ``"<redacted>"``, as the REST
         API and the CLI show every one, keeps the job's stored value). Exactly one of ``cron``
         (with ``tz``), ``at`` (a datetime with offset, or a delay), ``every`` (interval, from
-        ``anchor``, default now) or ``now=True``. Updating with an unchanged schedule keeps its
-        next fire instant; a changed schedule takes effect from its next occurrence (runs not
-        yet started are skipped). ``sla``: seconds after each scheduled instant within which a
-        run must succeed, else the leader raises an alert; ``expected_duration``: how long a
-        run normally takes (stuck-run alerts; default: learnt from the job's history).
+        ``anchor``, default now) or ``now=True``. Declaring a job again unchanged keeps its
+        next fire instant and status — an ``at`` delay (``at=timedelta(hours=3)``) counts from
+        the first declaration, so a program may declare its jobs at every start and a one-shot
+        that ran does not run again; ``rearm=True`` counts the schedule as changed (a delay
+        from now, a one-shot that ran runs again). A changed schedule takes effect from its
+        next occurrence (runs not yet started are skipped). ``sla``: seconds after each
+        scheduled instant within which a run must succeed, else the leader raises an alert;
+        ``expected_duration``: how long a run normally takes (stuck-run alerts; default: learnt
+        from the job's history).
         ``priority``: -1000 to 1000, higher first, with aging; ``queue``: the worker pool that
         runs it; ``jitter``: seconds each run may become available after its instant, stable
         per occurrence (docs/fairness.md). ``create_only``: a name in use raises Conflict.
@@ -129,11 +134,16 @@ class Jobs(Service):
             allow_past=allow_past,
         )
         return await self.schedule_spec(
-            spec, allow_unregistered=allow_unregistered, create_only=create_only
+            spec, allow_unregistered=allow_unregistered, create_only=create_only, rearm=rearm
         )
 
     async def schedule_spec(
-        self, spec: JobSpec, *, allow_unregistered: bool = False, create_only: bool = False
+        self,
+        spec: JobSpec,
+        *,
+        allow_unregistered: bool = False,
+        create_only: bool = False,
+        rearm: bool = False,
     ) -> Job:
         """:meth:`schedule` with its arguments as one :class:`~duetime.registration.JobSpec`."""
         if has_redacted(spec.target):  # written back as read: keep the stored credentials
@@ -144,6 +154,7 @@ class Jobs(Service):
             settings=self.settings,
             now=self.clock.now(),
             create_only=create_only,
+            rearm=rearm,
         )
         check_delivery(params, self.store.dialect)
         await check_task(self._scope, params.task, allow_unregistered)
@@ -164,7 +175,8 @@ class Jobs(Service):
         applied, in one store transaction that locks it, so concurrent updates of different
         settings all survive. ``retry`` may be partial (a dict merged onto the job's policy).
         Giving any of ``cron``, ``at``, ``every`` or ``now`` replaces the schedule (its runs not
-        yet started are skipped); an equivalent one keeps its next fire instant. A header value
+        yet started are skipped); an equivalent one keeps its next fire instant, but an ``at``
+        delay always counts from now (it re-arms the one-shot). A header value
         ``"<redacted>"`` in ``target`` keeps the stored value. Raises NotFound,
         ValidationError (nothing changed)."""
         task = changed_task(changes)
@@ -315,9 +327,11 @@ class Jobs(Service):
         return preview(current.schedule, after or self.clock.now(), count)
 
     async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
-        """The job's next ``count`` fire instants, from its ``next_fire_at`` on (none unless
-        it is active)."""
+        """The job's next ``count`` fire instants, from its ``next_occurrence_at`` on (the
+        earliest occurrence not fired yet, runs written ahead included; none unless it is
+        active)."""
         current = await self.get(job)
-        if current.next_fire_at is None or current.status is not JobStatus.ACTIVE:
+        first = current.next_occurrence_at
+        if first is None or current.status is not JobStatus.ACTIVE:
             return []
-        return preview(current.schedule, current.next_fire_at - timedelta(microseconds=1), count)
+        return preview(current.schedule, first - timedelta(microseconds=1), count)

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from duetime._monitoring import ClusterStats, Incident, Timeline
+from duetime._monitoring import ClusterStats, Incident, QueueDepth, Timeline
 from duetime._types import JobStatus, Leadership, NodeInfo, RunState
 from duetime.app._service import Scope, Service, check_limit
 from duetime.app.jobs import Jobs
@@ -72,6 +72,24 @@ class Monitoring(Service):
         return await self.store.stats_timeline(
             TimelineParams(tenant=self.tenant, since=since, step=step, buckets=buckets)
         )
+
+    async def queue_depth(self, *, window: float = 3600.0) -> list[QueueDepth]:
+        """This tenant's queue depth (due, running, dead) over the last ``window`` seconds (60
+        s to 24 h), oldest first: the samples the leader records every 10 s
+        (``maintenance/depth.py``) — empty while no scheduler leads."""
+        if isinstance(window, bool) or not isinstance(window, int | float):
+            raise ValidationError("window", f"must be a number of seconds, got {window!r}")
+        if not 60 <= window <= 86400:
+            raise ValidationError("window", "must be from 60 seconds to 24 hours")
+        since = await self.store.db_now() - timedelta(seconds=window)
+        return await self.store.depth_samples_list(self.tenant, since)
+
+    async def last_workers(self, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The worker of each run's latest attempt (runs of this tenant that had one), for run
+        lists: a finished run no longer names its worker (``lease_owner`` is cleared)."""
+        if len(run_ids) > 1000:
+            raise ValidationError("run_ids", "at most 1000 at a time")
+        return await self.store.runs_last_workers(self.tenant, list(run_ids))
 
     async def incidents(
         self, *, firing: bool | None = None, limit: int = 100, all_tenants: bool = False

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from duetime._types import Attempt, Page, Run, RunState
 from duetime.app._service import Scope, Service, check_limit, enum_value, parse_run_id
 from duetime.app.jobs import Jobs
-from duetime.errors import ValidationError
-from duetime.store.base import PlannedSkip, RunCancelParams, RunListParams, RunReplayParams
+from duetime.errors import NotFound, ValidationError
+from duetime.store.base import (
+    PlannedSkip,
+    RunCancelParams,
+    RunIdPrefixParams,
+    RunListParams,
+    RunReplayParams,
+)
 
 
 class Runs(Service):
@@ -29,10 +36,20 @@ class Runs(Service):
         state: RunState | str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        task: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> Page[Run]:
-        """Runs (of ``job``, by id or name, if given), newest scheduled instant first, a page
-        at a time (pass the page's ``next_cursor`` as ``cursor`` for the next)."""
+        """Runs (of ``job``, by id or name, if given; of ``task``; scheduled at or after
+        ``since`` and before ``until``, aware instants), newest scheduled instant first, a page
+        at a time (pass the page's ``next_cursor`` as ``cursor`` for the next, with the same
+        filters)."""
         check_limit(limit)
+        for name, value in (("since", since), ("until", until)):
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise ValidationError(name, f"must be a timezone-aware datetime, got {value!r}")
+        if since is not None and until is not None and until <= since:
+            raise ValidationError("until", "must be later than since")
         job_id = None if job is None else (await self._jobs.get(job)).id
         before = None
         if cursor:
@@ -47,6 +64,9 @@ class Runs(Service):
                 state=None if state is None else enum_value(RunState, state, "state"),
                 limit=limit,
                 before=before,
+                task=task,
+                since=since,
+                until=until,
             )
         )
 
@@ -92,3 +112,82 @@ class Runs(Service):
         """Cancel a scheduled or running run (a running one stops at its next heartbeat).
         Conflict if it has finished."""
         return await self.store.run_cancel(RunCancelParams(self.tenant, parse_run_id(run_id)))
+
+    async def by_id_prefix(self, prefix: str, *, limit: int = 10) -> list[Run]:
+        """The runs whose id begins with ``prefix`` (at least 8 hex digits of the id as
+        ``str(run.id)`` or ``duetime up`` prints it, with or without its dashes), in id order,
+        at most ``limit``. Raises NotFound for text that is no id or prefix of one, and
+        ValidationError for fewer than 8 hex digits."""
+        check_limit(limit)
+        return await self.store.runs_by_id_prefix(
+            RunIdPrefixParams(self.tenant, id_prefix(prefix), limit=limit)
+        )
+
+    async def resolve(self, run: str | uuid.UUID) -> uuid.UUID:
+        """The id ``run`` names: a full id (a UUID or its text, not looked up) or the prefix of
+        exactly one run of the tenant (see :meth:`by_id_prefix`). Raises NotFound when no run
+        has the prefix (or ``run`` is no id at all), ValidationError for a prefix shorter than
+        8 hex digits, and :class:`AmbiguousRunId` (a ValidationError) naming the candidates
+        when several runs have it."""
+        if isinstance(run, uuid.UUID):
+            return run
+        try:
+            return uuid.UUID(run)
+        except ValueError:
+            pass
+        prefix = id_prefix(run)
+        found = await self.by_id_prefix(prefix, limit=AMBIGUOUS_SHOWN + 1)
+        if not found:
+            raise NotFound(f"no run {run} in tenant {self.tenant}")
+        if len(found) > 1:
+            raise AmbiguousRunId(
+                run, self.tenant, found[:AMBIGUOUS_SHOWN], more=len(found) > AMBIGUOUS_SHOWN
+            )
+        return found[0].id
+
+
+MIN_PREFIX = 8
+"""The fewest hex digits of a run id that name a run (``duetime up`` prints 8)."""
+AMBIGUOUS_SHOWN = 10
+"""How many candidates an :class:`AmbiguousRunId` names."""
+
+
+def id_prefix(text: str) -> str:
+    """The hex digits of a run-id prefix: ``text`` lowercased, with its dashes where the id's
+    text form has them (``abcd1234-ef``) or none (``abcd1234ef``). NotFound for text that
+    is no id or prefix of one; ValidationError for fewer than 8 digits."""
+    lowered = text.lower()
+    digits = lowered.replace("-", "")
+    if not _is_hex(digits) or (
+        "-" in lowered and not str(uuid.UUID(digits.ljust(32, "0"))).startswith(lowered)
+    ):
+        raise NotFound(f"run {text!r} not found (not a run id or a prefix of one)")
+    if len(digits) < MIN_PREFIX:
+        raise ValidationError(
+            "run_id",
+            f"{text!r} is too short: give the full id or at least {MIN_PREFIX} of its "
+            "characters (as `duetime up` prints them)",
+        )
+    return digits
+
+
+def _is_hex(digits: str) -> bool:
+    return 0 < len(digits) <= 32 and not digits.strip("0123456789abcdef")
+
+
+class AmbiguousRunId(ValidationError):
+    """A run-id prefix that more than one run of the tenant has: ``candidates`` (in id order,
+    at most :data:`AMBIGUOUS_SHOWN`) and ``more`` (others have it too)."""
+
+    def __init__(self, prefix: str, tenant: str, candidates: list[Run], *, more: bool) -> None:
+        named = ", ".join(
+            f"{r.id} ({r.job_name}, {r.scheduled_for.isoformat()})" for r in candidates
+        )
+        super().__init__(
+            "run_id",
+            f"{prefix} is ambiguous in tenant {tenant}: {named}{', and more' if more else ''}",
+        )
+        self.prefix = prefix
+        self.tenant = tenant
+        self.candidates = candidates
+        self.more = more

@@ -67,6 +67,8 @@ class SyncRuns(SyncService[Runs]):
     dead_letters = Blocking(Runs.dead_letters)
     replay = Blocking(Runs.replay)
     cancel = Blocking(Runs.cancel)
+    by_id_prefix = Blocking(Runs.by_id_prefix)
+    resolve = Blocking(Runs.resolve)
 
 
 class SyncBulk(SyncService[Bulk]):
@@ -101,6 +103,8 @@ class SyncMonitoring(SyncService[Monitoring]):
     nodes = Blocking(Monitoring.nodes)
     cluster_stats = Blocking(Monitoring.cluster_stats)
     timeline = Blocking(Monitoring.timeline)
+    queue_depth = Blocking(Monitoring.queue_depth)
+    last_workers = Blocking(Monitoring.last_workers)
     incidents = Blocking(Monitoring.incidents)
     explain = Blocking(Monitoring.explain)
 
@@ -255,6 +259,7 @@ class App:
     dead_letters = forward("runs", Runs.dead_letters)
     replay = forward("runs", Runs.replay)
     cancel_run = forward("runs", Runs.cancel)
+    resolve_run = forward("runs", Runs.resolve)
     webhook_secret = forward("tenants", Tenants.webhook_secret)
     tenant_limits_set = forward("tenants", Tenants.limits_set)
     tenant_limits_get = forward("tenants", Tenants.limits_get)

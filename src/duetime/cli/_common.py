@@ -23,7 +23,7 @@ DbOption = Annotated[
         "--db",
         envvar="DUETIME_DATABASE_URL",
         show_envvar=True,
-        help="SQLite path or postgresql:// URL [default: ./duetime.db]",
+        help="SQLite path (default ./duetime.db) or postgresql:// URL.",
     ),
 ]
 TenantOption = Annotated[
@@ -41,7 +41,11 @@ def command_group(commands: typer.Typer, name: str, help: str) -> typer.Typer:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    """Print ``error: <message>`` on stderr and exit with ``code``. It writes to ``sys.stderr``
+    itself (not its underlying buffer, as ``typer.echo`` does), so a progress bar on the
+    terminal moves the line above itself instead of drawing over it."""
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
     raise typer.Exit(code)
 
 

@@ -33,11 +33,13 @@ def quiet_demo_failures() -> None:
 
 
 async def register_demo(app: AsyncApp) -> None:
-    """Demo jobs; re-registering them on the same database is safe (create-or-update)."""
+    """Demo jobs; re-registering them on the same database is safe (create-or-update): the
+    one-shots are declared as delays, so a restart keeps their instants and those that ran do
+    not run again (no second dead letter)."""
     quiet_demo_failures()
     await app.schedule("demo.every-2s", task="duetime.noop", every=2)
     await app.schedule("demo.one-shot", task="duetime.noop", at=timedelta(seconds=3))
-    # One-shots one second out: declaring them again moves their instant, so they run again.
+    # One-shots one second out: declared again unchanged, they keep their first instant.
     await app.schedule(
         "demo.flaky",
         task="duetime.fail",

@@ -6,6 +6,8 @@
   plain, aligned, unwrapped text otherwise (pipes, files, tests).
 - ``parse_*`` read option values and exit with ``error: <option>: <reason>`` (code 2) when
   they are invalid; durations (``PT3H``, ``90s``, ``1h30m``) are :mod:`duetime._durations`'s.
+- :func:`fetch_pages` serves ``--cursor`` and ``--all`` of the list commands;
+  :class:`ProgressBar` shows the progress of long commands on a terminal's stderr.
 """
 
 from __future__ import annotations
@@ -13,22 +15,42 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
 from duetime._durations import parse_duration
 from duetime._redact import redact_target
-from duetime._types import Attempt, Job, Occurrence, RetryPolicy, Run, Schedule, ScheduleKind
+from duetime._types import (
+    Attempt,
+    Job,
+    Occurrence,
+    Page,
+    RetryPolicy,
+    Run,
+    Schedule,
+    ScheduleKind,
+)
 from duetime.cli._common import fail
 
 E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
 
 # --- JSON -------------------------------------------------------------------------------------
 
@@ -317,3 +339,87 @@ CursorOption = Annotated[
 def check_limit(limit: int, option: str = "--limit", maximum: int = 1000) -> None:
     if not 1 <= limit <= maximum:
         fail(f"{option}: must be 1-{maximum}, got {limit}")
+
+
+AllPagesOption = Annotated[
+    bool,
+    typer.Option("--all", help="Print every page (fetched --limit at a time), not only the first."),
+]
+"""``--all``, of every command that lists a page: walk the pages (see :func:`fetch_pages`)."""
+
+
+def check_all_pages(every: bool, cursor: str | None) -> None:
+    """``--all`` starts from the first page: it refuses a ``--cursor`` (exit 2)."""
+    if every and cursor is not None:
+        fail("--all: cannot be combined with --cursor (--all lists every page from the first)")
+
+
+async def fetch_pages(
+    fetch: Callable[[str | None], Awaitable[Page[T]]],
+    cursor: str | None,
+    every: bool,
+    *,
+    what: str = "items",
+) -> Page[T]:
+    """The page at ``cursor`` (``fetch(cursor)``); with ``every`` (``--all``), every page from
+    the first, as one page without a next cursor, with a progress bar on a terminal's stderr
+    (``what`` names the items). Call :func:`check_all_pages` first."""
+    if not every:
+        return await fetch(cursor)
+    items: list[T] = []
+    with ProgressBar(f"listing {what}") as bar:
+        while True:
+            page = await fetch(cursor)
+            items.extend(page.items)
+            bar.update(len(items), f"{len(items):,} {what}")
+            if page.next_cursor is None or page.next_cursor == cursor:
+                return Page(items=items)
+            cursor = page.next_cursor
+
+
+# --- progress ---------------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """``with ProgressBar("importing jobs", total=n) as bar: bar.update(done, note)``.
+
+    While the block runs, a rich progress bar (description, bar, percentage when ``total`` is
+    known, ``note``, elapsed time) is drawn on stderr — only when stderr is an interactive
+    terminal. Otherwise it does nothing at all: pipes, files and ``--json`` scripts get the
+    same output as without it. Stdout is never touched; lines written to ``sys.stderr`` meanwhile
+    (``fail``'s) print above the bar, which is erased when the block raises. Update it per chunk
+    of work, not per item (each update takes a lock)."""
+
+    def __init__(self, description: str, total: float | None = None) -> None:
+        console = Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        if not console.is_interactive:
+            return
+        columns: list[ProgressColumn] = [TextColumn("{task.description}"), BarColumn()]
+        if total is not None:
+            columns.append(TaskProgressColumn())
+        columns += [TextColumn("{task.fields[note]}"), TimeElapsedColumn()]
+        self._progress = Progress(*columns, console=console, redirect_stdout=False)
+        self._task = self._progress.add_task(description, total=total, note="")
+
+    def __enter__(self) -> ProgressBar:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            if error is not None:  # it failed (its error printed above the bar): no bar left
+                self._progress.live.transient = True
+            self._progress.stop()
+
+    def update(self, completed: float, note: str = "") -> None:
+        """Show ``completed`` (of ``total``) and ``note``."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=completed, note=note)

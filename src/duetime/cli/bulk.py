@@ -1,12 +1,14 @@
 """``duetime jobs import FILE.jsonl``: bulk registration from JSON Lines.
 
-One job per line, with the fields of ``app.schedule`` (``name``, ``task``, one of ``cron`` /
-``at`` / ``every`` / ``now``, and optionally ``tz``, ``anchor``, ``payload``, ``retry``,
-``priority``, ``timeout``, ``misfire``, ``misfire_grace``, ``overlap``, ``delivery``,
-``queue``, ``tags``, ``metadata``). ``at`` and ``anchor`` are ISO 8601 instants with an offset
-(``at`` may also be a delay such as ``PT3H`` or ``90s``); ``every`` is seconds or a duration;
-``retry`` is an object with ``max_attempts``, ``backoff_base``, ``backoff_factor``,
-``backoff_cap``. Names that exist already are left as they are (import only creates).
+One job per line, with the fields of ``app.schedule`` (``name``, ``task`` or ``target``, one
+of ``cron`` / ``at`` / ``every`` / ``now``, and optionally ``tz``, ``anchor``, ``payload``,
+``retry``, ``priority``, ``timeout``, ``misfire``, ``misfire_grace``, ``overlap``,
+``delivery``, ``queue``, ``tags``, ``metadata`` and the other fields of a ``JobSpec``).
+``at`` and ``anchor`` are ISO 8601 instants with an offset (``at`` may also be a delay such as
+``PT3H`` or ``90s``); ``every`` is seconds or a duration; ``retry`` is an object with
+``max_attempts``, ``backoff_base``, ``backoff_factor``, ``backoff_cap``. Names that exist
+already are left as they are (import only creates). The command's help and docs/cli.md
+describe the format to users.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from duetime._durations import parse_duration
 from duetime._types import RetryPolicy
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, TenantOption, fail, with_app
+from duetime.cli._output import ProgressBar
 from duetime.errors import ValidationError
 
 commands = typer.Typer()
 """Mounted into ``duetime jobs`` by the root."""
+
+PROGRESS_EVERY = 1000
+"""Lines read between two updates of the progress bar (a terminal's only)."""
 
 
 def _instant(value: Any, field: str) -> Any:
@@ -69,10 +75,12 @@ class _Lines:
     def __init__(self, stream: IO[bytes]) -> None:
         self.stream = stream
         self.blank_before: list[int] = []  # spec index at each blank line
+        self.bytes_read = 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         index = 0
         for number, raw in enumerate(self.stream, start=1):
+            self.bytes_read += len(raw)
             if not raw.strip():
                 self.blank_before.append(index)
                 continue
@@ -91,9 +99,13 @@ class _Lines:
 
 
 def _explain(error: ValidationError, lines: _Lines) -> str:
+    """``specs[3].cron: …`` → ``line 5: cron: …`` (the file's line, then the field)."""
     if error.field.startswith("specs["):
-        index = int(error.field[len("specs[") : error.field.index("]")])
-        return f"line {lines.line_of(index)}: {error}"
+        end = error.field.index("]")
+        index = int(error.field[len("specs[") : end])
+        field = error.field[end + 1 :].lstrip(".")
+        reason = error.reason.replace("allow_unregistered=True", "--allow-unregistered")
+        return f"line {lines.line_of(index)}: {f'{field}: ' if field else ''}{reason}"
     return str(error)
 
 
@@ -113,30 +125,53 @@ def import_jobs(
         typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
     ] = False,
 ) -> None:
-    """Create many jobs fast from a JSON Lines file (existing names are left unchanged)."""
+    """Create many jobs fast from a JSON Lines file (existing names are left unchanged).
+
+    FILE.jsonl holds one JSON object per line, one job each, with the fields of app.schedule:
+    name and task (or target, a webhook: {"type": "http", "url": ...}), exactly one of cron,
+    at, every or now, and optionally tz, anchor, payload, retry, priority, timeout, misfire,
+    misfire_grace, overlap, delivery, queue, tags, metadata, max_concurrency, concurrency_key,
+    max_backfill, sla, expected_duration, jitter. at and anchor are ISO 8601 instants with an
+    offset (at may also be a delay: PT3H, 90s); every is seconds or a duration (90s, 1h30m);
+    retry is an object with max_attempts, backoff_base, backoff_factor, backoff_cap. Blank
+    lines are skipped. A bad line is named by its number; nothing of its batch is written
+    (earlier batches are). On a terminal, a progress bar runs on stderr.
+
+    \b
+    Example FILE.jsonl (see docs/cli.md):
+    {"name": "nightly-report", "task": "reports.build", "cron": "0 3 * * *", "tz": "UTC"}
+    {"name": "reminder", "task": "mail.send", "at": "2030-01-01T09:00:00Z"}
+    {"name": "poll", "task": "feeds.poll", "every": "90s", "retry": {"max_attempts": 5}}"""
     if file != "-" and not Path(file).is_file():
         fail(f"{file}: no such file")
     stream: IO[bytes] = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
     lines = _Lines(stream)
     total = 0
+    size = None if file == "-" else Path(file).stat().st_size
+    bar = ProgressBar("importing jobs", total=size)
 
     def counted() -> Iterator[dict[str, Any]]:
         nonlocal total
         for spec in lines:
             total += 1
+            if total % PROGRESS_EVERY == 0:  # per chunk of lines, not per line
+                bar.update(lines.bytes_read, f"{total:,} lines")
             yield spec
 
     async def body(app: AsyncApp) -> int:
         try:
-            return await app.schedule_many(
+            created = await app.schedule_many(
                 counted(), allow_unregistered=allow_unregistered, batch_size=batch_size
             )
         except ValidationError as exc:
             fail(_explain(exc, lines))
+        bar.update(lines.bytes_read, f"{total:,} lines")
+        return created
 
     started = time.perf_counter()
     try:
-        created = with_app(db, tenant, body)
+        with bar:
+            created = with_app(db, tenant, body)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

@@ -31,9 +31,11 @@ def explain(
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """Why JOB did or didn't fire: its last occurrences with what happened and why (fired,
-    retried, skipped by overlap or misfire policy, paused, dead with its error, waiting for a
-    worker), and its next fire instants in UTC and local time with DST notes."""
+    """Why JOB did or didn't fire, and when it fires next.
+
+    Its last occurrences, each with what happened and why (fired, retried, skipped by overlap
+    or misfire policy, paused, dead with its error, waiting for a worker), and its next fire
+    instants in UTC and local time with DST notes."""
     check_limit(last, "--last", 100)
     check_limit(count, "--next", 100)
 
@@ -59,7 +61,7 @@ def render(e: Explanation) -> None:
             ("tenant", e.tenant),
             ("status", str(e.status)),
             ("schedule", e.schedule),
-            ("next fire", show_instant(e.next_fire_at)),
+            ("next fire", show_instant(e.next_occurrence_at)),
         ],
         title="explain",
     )

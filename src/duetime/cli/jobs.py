@@ -21,13 +21,16 @@ from duetime.cli._common import (  # an import list like other modules': not log
     with_app,
 )
 from duetime.cli._output import (
+    AllPagesOption,
     CursorOption,
+    check_all_pages,
     check_limit,
     compact_json,
     describe_retry,
     describe_run_error,
     describe_schedule,
     describe_target,
+    fetch_pages,
     parse_choice,
     parse_interval,
     parse_json_option,
@@ -69,7 +72,8 @@ RUNS_SHOWN = 10
 
 
 def _job_line(job: Job) -> str:
-    next_fire = f", next fire {show_instant(job.next_fire_at)}" if job.next_fire_at else ""
+    first = job.next_occurrence_at
+    next_fire = f", next fire {show_instant(first)}" if first else ""
     return f"job {job.name!r} is {job.status}{next_fire}"
 
 
@@ -80,7 +84,7 @@ def _job_summary(job: Job) -> list[tuple[str, Any]]:
         ("status", str(job.status)),
         ("task", job.task),
         ("schedule", describe_schedule(job.schedule)),
-        ("next fire", show_instant(job.next_fire_at)),
+        ("next fire", show_instant(job.next_occurrence_at)),
     ]
 
 
@@ -226,18 +230,23 @@ def list_jobs(
     tag: Annotated[str | None, typer.Option("--tag", help="Only jobs with this tag.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Jobs per page (1-1000).")] = 100,
     cursor: CursorOption = None,
+    every: AllPagesOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """List jobs by name."""
+    """List jobs by name, a page at a time (--limit, --cursor), or all of them (--all)."""
     wanted = parse_choice(status, JobStatus, "--status")
     check_limit(limit)
+    check_all_pages(every, cursor)
 
     async def body(app: AsyncApp) -> Page[Job]:
-        return await app.jobs.find(
-            status=wanted, name_prefix=prefix, tag=tag, limit=limit, cursor=cursor
-        )
+        async def fetch(at: str | None) -> Page[Job]:
+            return await app.jobs.find(
+                status=wanted, name_prefix=prefix, tag=tag, limit=limit, cursor=at
+            )
+
+        return await fetch_pages(fetch, cursor, every, what="jobs")
 
     page = with_app(db, tenant, body, create=False)
     if as_json:
@@ -251,7 +260,7 @@ def list_jobs(
                 str(j.status),
                 describe_schedule(j.schedule),
                 j.task,
-                show_instant(j.next_fire_at),
+                show_instant(j.next_occurrence_at),
                 ",".join(j.tags),
             )
             for j in page.items
@@ -266,10 +275,10 @@ def list_jobs(
 
 
 def _next_fires(job: Job, count: int) -> list[Occurrence]:
-    """The job's next fire instants, starting with its pending one (none unless it has one)."""
-    if job.next_fire_at is None:
+    """The job's next fire instants, from the earliest not fired yet (none unless it has one)."""
+    if job.next_occurrence_at is None:
         return []
-    return preview_schedule(job.schedule, job.next_fire_at - timedelta(microseconds=1), count)
+    return preview_schedule(job.schedule, job.next_occurrence_at - timedelta(microseconds=1), count)
 
 
 @jobs.command("show")

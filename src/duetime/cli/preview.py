@@ -59,7 +59,7 @@ def preview(
         typer.Option(
             "--from",
             metavar="INSTANT",
-            help="List fires strictly after this ISO 8601 instant with offset or Z [default: now].",
+            help="List fires strictly after this ISO 8601 instant with offset or Z (default: now).",
         ),
     ] = None,
     count: Annotated[int, typer.Option("--count", help="How many fire instants (1-1000).")] = 10,

@@ -150,8 +150,9 @@ def up(
     log_format: LogFormat = "text",
 ) -> None:
     """Everything in one process on SQLite: migrate, scheduler, worker, the REST API and the
-    dashboard at / (open on loopback unless --auth), and /metrics. With --demo, register a few
-    demo jobs and watch them run."""
+    dashboard at / (open on loopback unless --auth), and /metrics.
+
+    With --demo, register a few demo jobs and watch them run."""
     configure_logging(log_level, log_format)
     if not auth and not is_loopback(host):
         fail(

@@ -10,6 +10,7 @@ import typer
 
 from duetime._types import Attempt, Page, Run, RunState
 from duetime.app import AsyncApp
+from duetime.app.runs import AmbiguousRunId
 from duetime.cli._common import (
     DbOption,
     JsonOption,
@@ -20,12 +21,16 @@ from duetime.cli._common import (
     with_app,
 )
 from duetime.cli._output import (
+    AllPagesOption,
     CursorOption,
+    ProgressBar,
+    check_all_pages,
     check_limit,
     clip,
     compact_json,
     describe_error,
     describe_run_error,
+    fetch_pages,
     parse_choice,
     print_fields,
     print_table,
@@ -40,13 +45,39 @@ dlq = command_group(
     commands, "dlq", "The dead-letter queue: runs out of attempts, or failed permanently."
 )
 
-RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")]
+RunArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="RUN_ID", help="Run id, or its first 8 or more characters (as `up` prints it)."
+    ),
+]
 LimitOption = Annotated[int, typer.Option("--limit", help="Runs per page (1-1000).")]
 
 
 def _more(page: Page[Any]) -> None:
     if page.next_cursor is not None:
         typer.echo(f"more: --cursor {page.next_cursor}", err=True)
+
+
+async def resolve_run(app: AsyncApp, text: str) -> uuid.UUID:
+    """The run ``text`` names in the command's tenant: a full id, or a prefix of at least 8
+    characters that one run's id has. Several runs with the prefix: prints the error and the
+    candidates (id, job, scheduled for) on stderr and exits 2; no run or bad text: the app's
+    one-line error (NotFound, ValidationError), printed by ``with_app``."""
+    try:
+        return await app.runs.resolve(text)
+    except AmbiguousRunId as exc:
+        typer.echo(
+            f"error: run id {exc.prefix} is ambiguous in tenant {exc.tenant}: "
+            f"{'more than ' if exc.more else ''}{len(exc.candidates)} runs have it "
+            "(give more of the id):",
+            err=True,
+        )
+        for run in exc.candidates:
+            typer.echo(f"  {run.id}  {run.job_name}  {show_instant(run.scheduled_for)}", err=True)
+        if exc.more:
+            typer.echo("  (and more)", err=True)
+        raise typer.Exit(2) from None
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -67,16 +98,21 @@ def list_runs(
     ] = None,
     limit: LimitOption = 100,
     cursor: CursorOption = None,
+    every: AllPagesOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest scheduled instant first."""
+    """List runs, newest scheduled instant first (a page at a time, or --all)."""
     wanted = parse_choice(state, RunState, "--state")
     check_limit(limit)
+    check_all_pages(every, cursor)
 
     async def body(app: AsyncApp) -> Page[Run]:
-        return await app.runs(job, state=wanted, limit=limit, cursor=cursor)
+        async def fetch(at: str | None) -> Page[Run]:
+            return await app.runs(job, state=wanted, limit=limit, cursor=at)
+
+        return await fetch_pages(fetch, cursor, every, what="runs")
 
     page = with_app(db, tenant, body, create=False)
     if as_json:
@@ -111,7 +147,8 @@ def show_run(
     """A run and its attempts (worker, start, end, duration, outcome, error, traceback)."""
 
     async def body(app: AsyncApp) -> tuple[Run, list[Attempt]]:
-        return await app.run(run_id), await app.attempts(run_id)
+        found = await resolve_run(app, run_id)
+        return await app.run(found), await app.attempts(found)
 
     run, attempts = with_app(db, tenant, body, create=False)
     if as_json:
@@ -179,7 +216,7 @@ def cancel_run(
     """Cancel a scheduled or running run (a running one's worker is fenced off)."""
 
     async def body(app: AsyncApp) -> Run:
-        return await app.cancel_run(run_id)
+        return await app.cancel_run(await resolve_run(app, run_id))
 
     run = with_app(db, tenant, body)
     if as_json:
@@ -195,15 +232,20 @@ def cancel_run(
 def list_dead(
     limit: LimitOption = 100,
     cursor: CursorOption = None,
+    every: AllPagesOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """Dead runs, newest scheduled instant first."""
+    """Dead runs, newest scheduled instant first (a page at a time, or --all)."""
     check_limit(limit)
+    check_all_pages(every, cursor)
 
     async def body(app: AsyncApp) -> Page[Run]:
-        return await app.dead_letters(limit=limit, cursor=cursor)
+        async def fetch(at: str | None) -> Page[Run]:
+            return await app.dead_letters(limit=limit, cursor=at)
+
+        return await fetch_pages(fetch, cursor, every, what="dead runs")
 
     page = with_app(db, tenant, body, create=False)
     if as_json:
@@ -234,7 +276,11 @@ REPLAY_BATCH = 1000
 def replay(
     run_ids: Annotated[
         list[str] | None,
-        typer.Argument(metavar="RUN_ID", help="Dead runs to replay.", show_default=False),
+        typer.Argument(
+            metavar="RUN_ID",
+            help="Dead runs to replay: ids, or their first 8 or more characters.",
+            show_default=False,
+        ),
     ] = None,
     job: Annotated[
         str | None,
@@ -260,24 +306,30 @@ def replay(
     if len(modes) > 1:
         fail(f"{modes[1]}: give only one of RUN_IDs, --job or --all (got {' and '.join(modes)})")
 
+    given: dict[str, uuid.UUID] = {}  # each RUN_ID as given → the run it names
+
     async def body(app: AsyncApp) -> list[uuid.UUID]:
         if ids:
-            return await app.replay(ids)
+            for text in ids:
+                given[text] = await resolve_run(app, text)
+            return await app.replay(list(dict.fromkeys(given.values())))
         # Every dead run (of the job), in batches: stop when a batch comes back short, or
         # brings only runs already replayed (they died again meanwhile).
         done: dict[uuid.UUID, None] = {}
-        while True:
-            batch = await app.replay(job=job, limit=REPLAY_BATCH)
-            fresh = [i for i in batch if i not in done]
-            done.update(dict.fromkeys(fresh))
-            if len(batch) < REPLAY_BATCH or not fresh:
-                return list(done)
+        with ProgressBar("replaying dead runs") as bar:
+            while True:
+                batch = await app.replay(job=job, limit=REPLAY_BATCH)
+                fresh = [i for i in batch if i not in done]
+                done.update(dict.fromkeys(fresh))
+                bar.update(len(done), f"{len(done):,} replayed")
+                if len(batch) < REPLAY_BATCH or not fresh:
+                    return list(done)
 
     replayed = with_app(db, tenant, body)
     if as_json:
         print_json({"replayed": len(replayed), "run_ids": to_jsonable(replayed)})
         return
     typer.echo(f"replayed {len(replayed)} run{'' if len(replayed) == 1 else 's'}")
-    if ids and len(replayed) < len(ids):
-        missed = [i for i in ids if uuid.UUID(i) not in set(replayed)]
+    if ids and len(replayed) < len(set(given.values())):
+        missed = [text for text, found in given.items() if found not in set(replayed)]
         typer.echo(f"not dead (or not found), left as they are: {', '.join(missed)}", err=True)

@@ -1,13 +1,21 @@
 // duetime dashboard: a small single-page app that reads and acts only through the REST API
 // (/api/v1), with the API key its user enters (kept in this browser's localStorage).
-// No framework: hash routes, DOM built with h(), charts drawn as SVG.
+// No framework: hash routes, DOM built with h(), charts drawn as SVG. Every page refreshes its
+// data every REFRESH_MS while the tab is visible (no reload, paused while the user types).
+
+import {
+  durationSeconds, localInputFromUtc, splitPartial, timelineSeries, utcFromLocalInput,
+} from "/dashboard/chart.js";
 
 const API = "/api/v1";
 const KEY = "duetime.key";
 const TENANT = "duetime.tenant";
 const PAGE = 50;
+const REFRESH_MS = 5000;
 let me = null; // {tenant, role, auth_required}
 let refreshTimer = null;
+let rendering = false;
+let refreshing = false; // a live update (not a navigation): pages leave the focus alone
 let config = { auth_required: false };
 
 // --- helpers ---------------------------------------------------------------------------------
@@ -119,6 +127,16 @@ function go(path, params) {
 
 // --- who am I ----------------------------------------------------------------------------------
 
+// The API-key box only where the server asks for keys; open mode (``duetime up`` on loopback)
+// has none to ask for. An admin keeps the tenant box either way.
+function showKeyBox() {
+  const open = !config.auth_required;
+  for (const el of document.querySelectorAll(".key-only")) el.hidden = open;
+  const admin = me && me.role === "admin";
+  for (const el of document.querySelectorAll(".admin-only")) el.hidden = !admin;
+  document.getElementById("key-use").hidden = open && !admin;
+}
+
 async function identify() {
   const who = document.getElementById("whoami");
   const key = localStorage.getItem(KEY);
@@ -130,7 +148,7 @@ async function identify() {
   try {
     me = await api("GET", "/whoami");
     who.textContent = `${me.tenant} · ${me.role}${me.key_name ? " · " + me.key_name : ""}`;
-    for (const el of document.querySelectorAll(".admin-only")) el.hidden = me.role !== "admin";
+    showKeyBox();
     document.getElementById("tenant-input").value = localStorage.getItem(TENANT) || "";
     return true;
   } catch (err) {
@@ -147,8 +165,8 @@ const COLORS = ["#2457c5", "#c0262d", "#18794e", "#a35200", "#7b3fb8"];
 
 function lineChart(title, series, { unit = "", label } = {}) {
   const W = 460, H = 170, L = 44, R = 8, T = 8, B = 22;
-  const pts = series.flatMap((x) => x.points.filter((p) => p.v !== null));
-  const times = series.flatMap((x) => x.points.map((p) => p.t));
+  const pts = series.flatMap((x) => [...x.points, ...(x.partial ? [x.partial] : [])].filter((p) => p.v !== null));
+  const times = series.flatMap((x) => [...x.points, ...(x.partial ? [x.partial] : [])].map((p) => p.t));
   const t0 = Math.min(...times), t1 = Math.max(...times, t0 + 1);
   const vmax = Math.max(unit === "s" ? 1e-3 : 1, ...pts.map((p) => p.v));
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
@@ -178,6 +196,16 @@ function lineChart(title, series, { unit = "", label } = {}) {
       pen = true;
     }
     if (d) svg.append(s("path", { d, fill: "none", stroke: color, "stroke-width": 2 }, s("title", {}, serie.name)));
+    // the bucket still filling, projected to a whole one: dashed, never a drop to its count
+    const p = serie.partial;
+    const before = serie.points.filter((q) => q.v !== null).at(-1);
+    if (p) {
+      const from = before ? `M${x(before.t).toFixed(1)},${y(before.v).toFixed(1)}L` : "M";
+      svg.append(s("path", { class: "partial", d: `${from}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`,
+        fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": "4 3" },
+        s("title", {}, `${serie.name}: this interval so far, projected`)));
+      svg.append(s("circle", { class: "partial", cx: x(p.t).toFixed(1), cy: y(p.v).toFixed(1), r: 2.5, fill: color }));
+    }
   });
   const legend = h("div", { class: "legend" },
     series.map((serie, i) => {
@@ -198,9 +226,10 @@ function card(label, value, bad = false) {
 
 function table(headers, rows, empty = "nothing to show") {
   if (!rows.length) return h("div", { class: "empty" }, empty);
-  return h("table", {},
+  // a wide table scrolls inside its own box: the page itself never scrolls sideways
+  return h("div", { class: "table-wrap" }, h("table", {},
     h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows));
+    h("tbody", {}, rows)));
 }
 
 async function overview(view) {
@@ -210,6 +239,8 @@ async function overview(view) {
   ]);
   const q = ov.queue;
   const buckets = tl.buckets.map((b) => ({ ...b, t: Date.parse(b.start) }));
+  const split = splitPartial(buckets, tl.step, Date.parse(ov.now));
+  const line = (name, pick, color) => ({ name, color, ...timelineSeries(split, pick) });
   const lastHourOk = buckets.reduce((n, b) => n + b.succeeded, 0);
   const failures = buckets.reduce((n, b) => n + b.failed_attempts + b.lost_attempts + b.dead, 0);
   const leader = ov.cluster.leader;
@@ -229,21 +260,21 @@ async function overview(view) {
     ),
     h("div", { class: "charts" },
       lineChart("Throughput (runs succeeded per minute)", [
-        { name: "succeeded", points: buckets.map((b) => ({ t: b.t, v: b.succeeded })) },
+        line("succeeded", (b) => b.succeeded),
       ]),
-      lineChart("Fire lag (start − scheduled)", [
+      lineChart("Fire lag (start − scheduled)", [  // percentiles: never projected
         { name: "p50", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p50 })) },
         { name: "p95", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p95 })), color: "#a35200" },
         { name: "p99", points: buckets.map((b) => ({ t: b.t, v: b.fire_lag_p99 })), color: "#c0262d" },
       ], { unit: "s" }),
-      lineChart("Due-queue depth", [
+      lineChart("Queue depth (sampled by the leader every 10 s)", [
         { name: "due", points: ov.depth.map((d) => ({ t: Date.parse(d.at), v: d.due })) },
         { name: "running", points: ov.depth.map((d) => ({ t: Date.parse(d.at), v: d.running })), color: "#18794e" },
       ]),
       lineChart("Failures per minute", [
-        { name: "attempts failed", points: buckets.map((b) => ({ t: b.t, v: b.failed_attempts })), color: "#a35200" },
-        { name: "leases lost", points: buckets.map((b) => ({ t: b.t, v: b.lost_attempts })), color: "#7b3fb8" },
-        { name: "runs dead", points: buckets.map((b) => ({ t: b.t, v: b.dead })), color: "#c0262d" },
+        line("attempts failed", (b) => b.failed_attempts, "#a35200"),
+        line("leases lost", (b) => b.lost_attempts, "#7b3fb8"),
+        line("runs dead", (b) => b.dead, "#c0262d"),
       ]),
     ),
     h("h2", {}, "Alerts firing"),
@@ -299,7 +330,7 @@ async function jobs(view, params) {
     h("td", {}, h("a", { href: `#/jobs/${j.id}` }, j.name)),
     h("td", {}, state(j.status)),
     h("td", {}, describeSchedule(j.schedule)),
-    h("td", {}, fmtInstant(j.next_fire_at)),
+    h("td", {}, fmtInstant(j.next_occurrence_at)),
     h("td", {}, j.task),
     h("td", {}, j.tags.join(", "))));
   const stack = back ? back.split(",") : [];
@@ -314,7 +345,7 @@ async function jobs(view, params) {
     h("span", { class: "muted" }, `${page.items.length} shown`));
   fill(view, h("h1", {}, "Jobs"), form,
     table(["name", "status", "schedule", "next fire (UTC)", "task", "tags"], rows, "no job matches"), pager);
-  if (search || document.activeElement === document.body) input.focus();
+  if (!refreshing && (search || document.activeElement === document.body)) input.focus();
 }
 
 async function act(label, fn) {
@@ -345,7 +376,7 @@ async function jobDetail(view, id) {
   }
   const fields = [
     ["id", job.id], ["status", state(job.status)], ["schedule", describeSchedule(job.schedule)],
-    ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_fire_at)],
+    ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_occurrence_at)],
     ["task", job.target ? `${job.task} → ${job.target.url}` : job.task],
     // header values come redacted from the API ("<redacted>"): names only, never credentials
     ...(job.target && Object.keys(job.target.headers || {}).length
@@ -379,31 +410,62 @@ async function jobDetail(view, id) {
 }
 
 function runsTable(items) {
-  return table(["run", "job", "state", "scheduled (UTC)", "attempt", "reason / error"], items.map((r) => h("tr", {},
-    h("td", {}, h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8))),
-    h("td", {}, h("a", { href: `#/jobs/${r.job_id}` }, r.job_name)),
-    h("td", {}, state(r.state)),
-    h("td", {}, fmtInstant(r.scheduled_for)),
-    h("td", { class: "num" }, `${r.attempt}/${r.max_attempts}`),
-    h("td", {}, [r.reason, r.last_error_class, r.last_error_message].filter(Boolean).join(": ")))),
+  const now = Date.now();
+  return table(["run", "job", "task", "state", "scheduled (UTC)", "worker", "duration", "attempt", "reason / error"],
+    items.map((r) => h("tr", { "data-run": r.id },
+      h("td", {}, h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8))),
+      h("td", {}, h("a", { href: `#/jobs/${r.job_id}` }, r.job_name)),
+      h("td", { class: "task" }, r.task),
+      h("td", {}, state(r.state)),
+      h("td", {}, fmtInstant(r.scheduled_for)),
+      h("td", { class: "worker" }, r.worker || r.lease_owner || "—"),
+      h("td", { class: "num duration" }, fmtSeconds(durationSeconds(r.started_at, r.finished_at, now))),
+      h("td", { class: "num" }, `${r.attempt}/${r.max_attempts}`),
+      h("td", {}, [r.reason, r.last_error_class, r.last_error_message].filter(Boolean).join(": ")))),
     "no run");
 }
 
+const RUN_FILTERS = ["job", "task", "state", "since", "until"];
+
 async function runs(view, params) {
-  const st = params.get("state") || "";
+  const f = Object.fromEntries(RUN_FILTERS.map((k) => [k, params.get(k) || ""]));
   const cursor = params.get("cursor") || "";
   const back = params.get("back") || "";
-  const page = await api("GET", "/runs" + query({ state: st, cursor, limit: PAGE }));
+  let jobId = "";
+  if (f.job) {  // a job's name (or id): the API filters by id
+    const found = await api("GET", "/jobs" + query({ name_prefix: f.job, limit: 100 }));
+    const job = found.items.find((j) => j.name === f.job || j.id === f.job);
+    jobId = job ? job.id : null;
+  }
+  const page = jobId === null ? { items: [], next_cursor: null } : await api("GET", "/runs" + query({
+    job_id: jobId, task: f.task, state: f.state, since: f.since, until: f.until, cursor, limit: PAGE,
+  }));
+  const jobInput = h("input", { id: "run-job", placeholder: "job name", value: f.job, "aria-label": "Filter by job name" });
+  const taskInput = h("input", { id: "run-task", placeholder: "task", value: f.task, "aria-label": "Filter by task" });
   const select = h("select", { id: "run-state", "aria-label": "Filter by state" },
     ["", "scheduled", "running", "succeeded", "dead", "cancelled", "skipped"].map((v) =>
-      h("option", { value: v, selected: v === st }, v || "any state")));
-  select.addEventListener("change", () => go("/runs", { state: select.value }));
+      h("option", { value: v, selected: v === f.state }, v || "any state")));
+  const since = h("input", { id: "run-since", type: "datetime-local", value: localInputFromUtc(f.since), "aria-label": "Scheduled from (UTC)" });
+  const until = h("input", { id: "run-until", type: "datetime-local", value: localInputFromUtc(f.until), "aria-label": "Scheduled before (UTC)" });
+  const current = () => ({
+    job: jobInput.value.trim(), task: taskInput.value.trim(), state: select.value,
+    since: utcFromLocalInput(since.value), until: utcFromLocalInput(until.value),
+  });
+  const form = h("form", { class: "toolbar", role: "search", id: "run-filters", onsubmit: (e) => {
+    e.preventDefault();
+    go("/runs", current());
+  } },
+  jobInput, taskInput, select,
+  h("label", {}, "from ", since), h("label", {}, "to ", until), h("span", { class: "muted" }, "UTC"),
+  h("button", { type: "submit" }, "Filter"),
+  h("button", { type: "button", id: "run-clear", onclick: () => go("/runs") }, "Clear"));
+  select.addEventListener("change", () => form.requestSubmit());
   const stack = back ? back.split(",") : [];
-  fill(view, h("h1", {}, "Runs"), h("div", { class: "toolbar" }, select),
-    runsTable(page.items),
+  fill(view, h("h1", {}, "Runs"), form,
+    jobId === null ? h("div", { class: "empty" }, `no job named ${f.job}`) : runsTable(page.items),
     h("div", { class: "pager" },
-      h("button", { disabled: !cursor, onclick: () => go("/runs", { state: st, cursor: stack[stack.length - 1] || "", back: stack.slice(0, -1).join(",") }) }, "← Previous"),
-      h("button", { disabled: !page.next_cursor, onclick: () => go("/runs", { state: st, cursor: page.next_cursor, back: [...stack, cursor].join(",") }) }, "Next →")));
+      h("button", { disabled: !cursor, onclick: () => go("/runs", { ...f, cursor: stack[stack.length - 1] || "", back: stack.slice(0, -1).join(",") }) }, "← Previous"),
+      h("button", { disabled: !page.next_cursor, onclick: () => go("/runs", { ...f, cursor: page.next_cursor, back: [...stack, cursor].join(",") }) }, "Next →")));
 }
 
 async function runDetail(view, id) {
@@ -441,10 +503,11 @@ async function runDetail(view, id) {
       h("td", { class: "num" }, a.number), h("td", {}, state(a.outcome)), h("td", {}, a.worker_id),
       h("td", {}, fmtInstant(a.started_at)), h("td", {}, fmtSeconds(a.duration_seconds)),
       h("td", {}, [a.error_class, a.error_message].filter(Boolean).join(": ")))), "no attempt yet"),
-    ...(run.attempts || []).filter((a) => a.traceback).flatMap((a) => [
-      h("h3", {}, `Attempt ${a.number} traceback`),
-      h("pre", { class: "traceback", "data-attempt": a.number }, a.traceback),
-    ]),
+    // tracebacks as text nodes (h() never parses markup), each folded under its attempt
+    ...(run.attempts || []).filter((a) => a.traceback).map((a) =>
+      h("details", { class: "traceback", "data-keep": `traceback-${a.number}`, open: a.number === run.attempts.at(-1).number },
+        h("summary", {}, `Attempt ${a.number} traceback (${a.error_class || a.outcome})`),
+        h("pre", { class: "traceback", "data-attempt": a.number }, a.traceback))),
   );
 }
 
@@ -494,8 +557,43 @@ async function deadLetters(view, params) {
 
 const PAGES = { "": overview, jobs, runs, "dead-letters": deadLetters };
 
-async function render() {
+// Whether the user is in the middle of something a refresh would undo: a form field of the
+// page changed but not submitted yet, or checkboxes ticked (dead letters).
+function busy() {
+  const view = document.getElementById("view");
+  for (const el of view.querySelectorAll("input, select, textarea")) {
+    if (el.type === "checkbox" ? el.checked : el.tagName === "SELECT"
+      ? [...el.options].some((o) => o.selected !== o.defaultSelected)
+      : el.value !== el.defaultValue) return true;
+  }
+  return false;
+}
+
+// Live updates: the page's data again, in place (no reload), every REFRESH_MS while the tab is
+// visible; folded sections the user opened stay open.
+function scheduleRefresh() {
   clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(async () => {
+    if (document.hidden) return;  // resumed by visibilitychange
+    if (busy() || rendering) { scheduleRefresh(); return; }
+    await render({ refresh: true });
+  }, REFRESH_MS);
+}
+
+async function render({ refresh = false } = {}) {
+  clearTimeout(refreshTimer);
+  rendering = true;
+  refreshing = refresh;
+  try {
+    await renderPage(refresh);
+  } finally {
+    rendering = false;
+    refreshing = false;
+    if (me) scheduleRefresh();
+  }
+}
+
+async function renderPage(refresh) {
   const { parts, params } = route();
   const view = document.getElementById("view");
   const page = parts[0] || "";
@@ -510,17 +608,30 @@ async function render() {
     view.dataset.loaded = "login";
     return;
   }
+  const hash = location.hash || "#/";
+  const kept = refresh ? new Set([...view.querySelectorAll("details[open][data-keep]")].map((d) => d.dataset.keep)) : null;
+  const scroll = window.scrollY;
+  const focused = refresh && view.contains(document.activeElement) ? document.activeElement.id : "";
   try {
     if (page === "jobs" && parts[1]) await jobDetail(view, parts[1]);
     else if (page === "runs" && parts[1]) await runDetail(view, parts[1]);
     else if (PAGES[page]) await PAGES[page](view, params);
     else fill(view, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Overview")));
-    view.dataset.loaded = location.hash || "#/";
   } catch (err) {
+    if (refresh && (location.hash || "#/") === hash) {  // keep the last good data on screen
+      say(`Refresh failed: ${err.message}`, true);
+      return;
+    }
     fill(view, h("h1", {}, "Error"), h("p", { class: "notes" }, err.message));
-    view.dataset.loaded = location.hash || "#/";
   }
-  if (page === "") refreshTimer = setTimeout(render, 10000);
+  if (kept) {
+    for (const d of view.querySelectorAll("details[data-keep]")) d.open = kept.has(d.dataset.keep);
+    window.scrollTo(0, scroll);
+    const again = focused && document.getElementById(focused);
+    if (again) again.focus({ preventScroll: true });
+  }
+  view.dataset.loaded = hash;
+  view.dataset.refreshed = String(Number(view.dataset.refreshed || 0) + (refresh ? 1 : 0));
 }
 
 function keyboard() {
@@ -550,7 +661,9 @@ function keyboard() {
 }
 
 async function main() {
-  config = await fetch("/dashboard-config").then((r) => r.json()).catch(() => config);
+  // unknown mode (the request failed): ask for a key rather than hide the box
+  config = await fetch("/dashboard-config").then((r) => r.json()).catch(() => ({ auth_required: true }));
+  showKeyBox();
   const form = document.getElementById("key-form");
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -573,6 +686,9 @@ async function main() {
   keyboard();
   window.addEventListener("hashchange", () => {
     render().then(() => document.getElementById("view").focus({ preventScroll: true }));
+  });
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && me && !rendering) render({ refresh: true });
   });
   await identify();
   await render();

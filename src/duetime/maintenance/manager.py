@@ -1,7 +1,8 @@
 """Runs the leader-only duties on their intervals while this node leads.
 
 Duties: lease reaper, history retention, pruning of nodes that stopped heartbeating, alerts
-(``alerts.py``: evaluated, recorded as incidents and delivered). Each is a
+(``alerts.py``: evaluated, recorded as incidents and delivered), queue-depth samples
+(``depth.py``: the dashboard's depth history). Each is a
 small service with ``run_once``; the manager calls them only while ``fence()`` returns a term,
 and passes that term so their writes are refused if the leadership moved meanwhile.
 """
@@ -18,6 +19,7 @@ from datetime import timedelta
 from duetime._aio import wait_or_stop
 from duetime._config import Settings
 from duetime.maintenance.alerts import AlertEvaluator
+from duetime.maintenance.depth import DEPTH_SAMPLE_INTERVAL, DepthSampler
 from duetime.maintenance.reaper import LeaseReaper
 from duetime.maintenance.retention import RetentionPruner
 from duetime.store.base import LeaderFence, Store
@@ -48,6 +50,7 @@ class MaintenanceManager:
             _Duty("retention", 60.0, retention.run_once),
             _Duty("node pruning", 30.0, self._prune_nodes),
             _Duty("alerts", settings.alert_interval, self.alerts.run_once),
+            _Duty("queue depth", DEPTH_SAMPLE_INTERVAL, DepthSampler(store).run_once),
         ]
 
     async def _prune_nodes(self, fence: LeaderFence) -> int:

@@ -14,6 +14,7 @@ from duetime._monitoring import (
     ClusterStats,
     DeadRunFact,
     Incident,
+    QueueDepth,
     RunningFact,
     SlaFact,
     TaskDue,
@@ -183,3 +184,9 @@ def durations(rows: Sequence[Row], c: Codec) -> list[float]:
         if started is not None and finished is not None:
             out.append(max(0.0, (finished - started).total_seconds()))
     return out
+
+
+def queue_depth(row: Row, c: Codec) -> QueueDepth:
+    at = c.instant(row["at"])
+    assert at is not None
+    return QueueDepth(at, int(row["due"]), int(row["running"]), int(row["dead"]))

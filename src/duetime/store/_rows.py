@@ -167,7 +167,20 @@ def job_from_row(row: Row, c: Codec) -> Job:
         sla=row["sla_s"],
         expected_duration=row["expected_duration_s"],
         jitter=row["jitter_s"],
+        declared_delay=_delay(row["declared_delay_us"]),
+        next_occurrence_at=_next_occurrence(row, c),
     )
+
+
+def _delay(micros: int | None) -> timedelta | None:
+    return None if micros is None else timedelta(microseconds=micros)
+
+
+def _next_occurrence(row: Row, c: Codec) -> datetime | None:
+    """The job reads' computed ``next_occurrence_at``; rows without it (a lock, an insert, the
+    scheduler's own reads) fall back to ``next_fire_at``."""
+    keys = row.keys()
+    return c.instant(row["next_occurrence_at" if "next_occurrence_at" in keys else "next_fire_at"])
 
 
 def run_from_row(row: Row, c: Codec) -> Run:

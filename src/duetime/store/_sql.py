@@ -91,6 +91,7 @@ from duetime.store.base import (
     ReapResult,
     RunCancelParams,
     RunCheckpointParams,
+    RunIdPrefixParams,
     RunListParams,
     RunProgressParams,
     RunReplayParams,
@@ -122,6 +123,10 @@ class SQLStore(SQLObservability):
 
     def _records(self, rows: Sequence[dict[str, Any]]) -> str:
         raise NotImplementedError
+
+    notifies_in_statement: bool
+    """True where a statement that makes runs wakes the workers itself (PostgreSQL's
+    ``pg_notify`` in the statement); else the store calls :meth:`_notify` after it."""
 
     async def _notify(self, conn: Any) -> None:
         raise NotImplementedError
@@ -261,6 +266,12 @@ class SQLStore(SQLObservability):
     # --- runs: trigger --------------------------------------------------------------------
 
     async def run_trigger(self, params: RunTriggerParams) -> tuple[Run, bool]:
+        """A manual run: one statement (one round trip) in the common case; a job missing or
+        cancelled, or an idempotency key already used, goes through a transaction that says
+        which (and returns the key's run)."""
+        made = await self._run_trigger_one_statement(params)
+        if made is not None:
+            return made, True
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
             job = _rows.job_from_row(await self._job_row(conn, params.job), self.codec)
@@ -282,6 +293,30 @@ class SQLStore(SQLObservability):
                     f"idempotency key {params.idempotency_key!r} was used with a different request"
                 )
             return _rows.run_from_row(row, self.codec), False
+
+    async def _run_trigger_one_statement(self, params: RunTriggerParams) -> Run | None:
+        run_id = uuid.uuid4()
+        ref = params.job
+        values: dict[str, Any] = {
+            "tenant": ref.tenant,
+            "id": run_id,
+            "payload": params.payload,
+            "priority": params.priority,
+            "idempotency_key": params.idempotency_key or f"auto:{run_id}",
+            "request_hash": params.request_hash,
+            "now": self._fixed_now(params.now),
+        }
+        if ref.id is not None:
+            name, values["job_id"] = "run_trigger_by_id", ref.id
+        else:
+            name, values["job_name"] = "run_trigger_by_name", ref.name
+        async with self._write() as conn:
+            row = await self._one(conn, name, **values)
+            if row is None:
+                return None
+            if not self.notifies_in_statement:
+                await self._notify(conn)
+        return _rows.run_from_row(row, self.codec)
 
     # --- runs: the worker's path ----------------------------------------------------------
 
@@ -545,6 +580,9 @@ class SQLStore(SQLObservability):
             before_at=before_at,
             before_id=before_id,
             limit=params.limit + 1,
+            task=params.task,
+            since=params.since,
+            until=params.until,
         )
         runs = [_rows.run_from_row(r, self.codec) for r in rows[: params.limit]]
         cursor = None
@@ -591,6 +629,16 @@ class SQLStore(SQLObservability):
                 prior = _rows.run_from_row(before, self.codec)
                 await self._attempts_insert(conn, [prior], "cancelled", "cancelled", now)
             return _rows.run_from_row(row, self.codec)
+
+    async def runs_by_id_prefix(self, params: RunIdPrefixParams) -> list[Run]:
+        rows = await self._read_all(
+            "runs_by_id_prefix",
+            tenant=params.tenant,
+            low=params.low,
+            high=params.high,
+            limit=params.limit,
+        )
+        return [_rows.run_from_row(r, self.codec) for r in rows]
 
     async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]:
         rows = await self._read_all("skips_list", tenant=tenant, job_id=job_id)

@@ -12,7 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from duetime import _json
-from duetime._monitoring import AlertFacts, ClusterStats, Incident, IncidentEvent, Timeline
+from duetime._monitoring import (
+    AlertFacts,
+    ClusterStats,
+    Incident,
+    IncidentEvent,
+    QueueDepth,
+    Timeline,
+)
 from duetime.store import _monitoring_rows as obs
 from duetime.store import _rows
 from duetime.store._sql_surface import SQLSurface
@@ -168,3 +175,24 @@ class SQLObservability(SQLSurface):
     async def incidents_prune(self, before: datetime, limit: int = 1000) -> int:
         async with self._tx() as conn:
             return await self._exec(conn, "incidents_prune", before=before, limit=limit)
+
+    async def depth_samples_record(self, now: datetime | None = None) -> int:
+        async with self._tx() as conn:
+            at = await self._now(conn, now)
+            return await self._exec(conn, "depth_samples_record", now=at)
+
+    async def depth_samples_list(self, tenant: str, since: datetime) -> list[QueueDepth]:
+        rows = await self._read_all("depth_samples_list", tenant=tenant, since=since)
+        return [obs.queue_depth(r, self.codec) for r in rows]
+
+    async def depth_samples_prune(self, before: datetime) -> int:
+        async with self._tx() as conn:
+            return await self._exec(conn, "depth_samples_prune", before=before)
+
+    async def runs_last_workers(
+        self, tenant: str, run_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, str]:
+        if not run_ids:
+            return {}
+        rows = await self._read_all("runs_last_workers", tenant=tenant, ids=run_ids)
+        return {self.codec.uuid(r["run_id"]): r["worker_id"] for r in rows}

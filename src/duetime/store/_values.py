@@ -8,12 +8,14 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from duetime import _json
 from duetime._types import Job, OverlapPolicy, RunTrigger, Schedule
 from duetime.store.base import JobUpsertParams, PlannedRun, RunCompletion, RunTriggerParams
+
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def job_values(
@@ -53,6 +55,9 @@ def job_values(
         "sla_s": params.sla,
         "expected_duration_s": params.expected_duration,
         "jitter_s": params.jitter,
+        "declared_delay_us": (
+            None if params.declared_delay is None else params.declared_delay // _MICROSECOND
+        ),
     }
 
 

@@ -27,6 +27,7 @@ from duetime._monitoring import (
     ClusterStats,
     Incident,
     IncidentEvent,
+    QueueDepth,
     Timeline,
 )
 from duetime._types import (
@@ -52,7 +53,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 9
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -106,6 +107,11 @@ class JobUpsertParams:
     requested: Schedule | None = None
     """The schedule as declared (None: ``schedule`` itself), which registration compares with
     a stored one."""
+    declared_delay: timedelta | None = None
+    """A one-shot declared as a delay: that delay, stored with the job, so that declaring it
+    again with the same delay keeps its instant."""
+    rearm: bool = False
+    """Treat the schedule as changed even when it is declared unchanged (re-arm it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +381,12 @@ class RunListParams:
     limit: int = 100
     before: tuple[datetime, uuid.UUID] | None = None
     """Keyset cursor: (scheduled_for, id) of the last item of the previous page."""
+    task: str | None = None
+    """Only runs of this task."""
+    since: datetime | None = None
+    """Only runs scheduled at or after this instant."""
+    until: datetime | None = None
+    """Only runs scheduled before this instant."""
 
     @staticmethod
     def before_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
@@ -405,6 +417,32 @@ class RunCancelParams:
     tenant: str
     run_id: uuid.UUID
     now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunIdPrefixParams:
+    """The runs of ``tenant`` whose id begins with ``prefix``: 8 to 32 lowercase hex digits,
+    the dashes of the id's text form left out (``abcd1234`` or ``abcd1234ef``), in id order, at
+    most ``limit``. The store reads the id range ``low``…``high`` (the primary key's index).
+    Raises ValueError for any other ``prefix``."""
+
+    tenant: str
+    prefix: str
+    limit: int = 10
+
+    def __post_init__(self) -> None:
+        if not 8 <= len(self.prefix) <= 32 or self.prefix.strip("0123456789abcdef"):
+            raise ValueError(f"not 8 to 32 lowercase hex digits: {self.prefix[:40]!r}")
+
+    @property
+    def low(self) -> uuid.UUID:
+        """The smallest id with the prefix (``abcd1234-0000-0000-0000-000000000000``)."""
+        return uuid.UUID(self.prefix.ljust(32, "0"))
+
+    @property
+    def high(self) -> uuid.UUID:
+        """The largest id with the prefix (``abcd1234-ffff-ffff-ffff-ffffffffffff``)."""
+        return uuid.UUID(self.prefix.ljust(32, "f"))
 
 
 # --- long runs and exactly-once delivery ------------------------------------------------------
@@ -805,6 +843,11 @@ class Store(Protocol):
     async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]: ...
     async def runs_replay(self, params: RunReplayParams) -> list[uuid.UUID]: ...
     async def run_cancel(self, params: RunCancelParams) -> Run: ...
+    async def runs_by_id_prefix(self, params: RunIdPrefixParams) -> list[Run]:
+        """The tenant's runs whose id begins with ``params.prefix``, in id order, at most
+        ``params.limit`` (ask for one more than you show to know there are more)."""
+        ...
+
     async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]: ...
 
     # long runs and exactly-once delivery
@@ -918,4 +961,27 @@ class Store(Protocol):
 
     async def incidents_prune(self, before: datetime, limit: int = 1000) -> int:
         """Delete resolved incidents whose messages were sent, resolved before ``before``."""
+        ...
+
+    # queue-depth history (leader-written: maintenance/depth.py)
+    async def depth_samples_record(self, now: datetime | None = None) -> int:
+        """Record the queue depth at ``now`` (the store's clock if None): a sample per tenant
+        with runs scheduled, running or dead, and the cluster's total under tenant ``''``
+        (always, so every sampling instant is known). Returns the rows written."""
+        ...
+
+    async def depth_samples_list(self, tenant: str, since: datetime) -> list[QueueDepth]:
+        """``tenant``'s depth at every sampling instant since ``since``, oldest first (zeros
+        where it had no row of its own)."""
+        ...
+
+    async def depth_samples_prune(self, before: datetime) -> int:
+        """Delete the samples taken before ``before``; returns how many rows."""
+        ...
+
+    async def runs_last_workers(
+        self, tenant: str, run_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, str]:
+        """The worker of the latest recorded attempt of each of ``run_ids`` (the tenant's) that
+        has one (attempts are recorded as they end: a running run's is its ``lease_owner``)."""
         ...

@@ -1,10 +1,12 @@
 """The worker: claim due runs, fire each at its instant, heartbeat, complete with fencing.
 
 Loops (all supervised: if one dies, the worker stops and re-raises):
-- producer: claims up to the free concurrency in one atomic statement, woken by news of new
-  runs (NOTIFY on PostgreSQL) or a jittered poll;
-- one task per claimed run: waits for the run's instant (database clock), starts it (fenced,
-  re-checking the job), calls the target with a timeout, submits the outcome;
+- producer: claims its free slots, plus what they finish while the next claim travels
+  (worker/claim_ahead.py), in one atomic statement, woken by news of new runs (NOTIFY on
+  PostgreSQL) or a jittered poll;
+- one task per claimed run: waits for one of ``worker_concurrency`` slots, then for the run's
+  instant (database clock), starts it (fenced, re-checking the job), calls the target with a
+  timeout, submits the outcome;
 - heartbeat: extends the leases of runs in flight every ``heartbeat_interval``; a run whose
   lease was lost is cancelled locally (its late outcome would be refused anyway);
 - starter: batched fenced starts of runs claimed ahead (one ``runs_start`` for every run whose
@@ -49,6 +51,7 @@ from duetime.store.base import (
 from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
 from duetime.targets.python import TaskRegistry, invoke
+from duetime.worker.claim_ahead import ClaimAhead
 from duetime.worker.completer import Completer, CompletionListener
 from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
@@ -152,6 +155,14 @@ class Worker:
             max_lead=settings.worker_lookahead / 4,
         )
         self._inflight: dict[uuid.UUID, _InFlight] = {}
+        """Every run held: executing, or claimed and waiting for its instant or a slot."""
+        self._slots = asyncio.Semaphore(settings.worker_concurrency)
+        """Runs executing at once (from the instant wait to the outcome): the ceiling."""
+        self._ahead = ClaimAhead(
+            slots=settings.worker_concurrency,
+            most=settings.worker_batch,
+            rounds=settings.worker_claim_ahead,
+        )
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
         self._claiming = True
@@ -310,16 +321,17 @@ class Worker:
 
     async def _produce(self, stop: asyncio.Event) -> None:
         while self._claiming and not stop.is_set():
-            free = self.settings.worker_concurrency - len(self._inflight)
-            if free <= 0:
+            room = self.settings.worker_concurrency + self._ahead.allowance() - len(self._inflight)
+            if room <= 0:
                 self._slot_freed.clear()
                 await first_of(stop.wait(), self._slot_freed.wait())
                 continue
             await self._judge_misfires()
-            limit = min(free, self.settings.worker_batch)
+            limit = min(room, self.settings.worker_batch)
             try:
                 if self._claim_failures:
                     await self._adopt_orphans()
+                asked = time.perf_counter()
                 with _tracing.span("duetime.claim", worker_id=self.id, limit=limit):
                     claimed = await self.store.runs_claim(
                         RunsClaimParams(
@@ -343,6 +355,7 @@ class Worker:
                 pause = min(self._poll_delay() * 2 ** (self._claim_failures - 1), 5.0)
                 await first_of(stop.wait(), asyncio.sleep(pause))
                 continue
+            self._ahead.claimed(time.perf_counter() - asked)
             self._claim_failures = 0
             await self._spawn_all(claimed)
             if len(claimed) < limit:
@@ -413,11 +426,14 @@ class Worker:
             lease_ttl=self.settings.lease_ttl,
             request_heartbeat=self._beat_now.set,
         )
+        slot_since: float | None = None
         try:
             decision: Decision | None = None
             try:
                 if item.stopped:  # cancelled before this task began (Worker._cancel)
                     raise asyncio.CancelledError
+                await self._slots.acquire()  # claimed ahead of a free slot: waits here
+                slot_since = time.perf_counter()
                 if item.started_at is not None or await self._start_at_instant(item):
                     if _tracing.enabled():
                         fields = {**run_fields(run), "task": run.task}
@@ -435,6 +451,9 @@ class Worker:
                 # the outcome must be written even if a cancel arrives meanwhile
                 await uncancellable(self._finish(item, decision))
         finally:
+            if slot_since is not None:
+                self._slots.release()
+                self._ahead.served(time.perf_counter() - slot_since)
             item.done = True
             self._inflight.pop(run.id, None)
             self._slot_freed.set()

@@ -79,6 +79,7 @@ def sqlite_path(url: str) -> str:
 class SQLiteStore(SQLStore):
     dialect = "sqlite"
     codec = _C
+    notifies_in_statement = False
     transient_errors: tuple[type[BaseException], ...] = (sqlite3.OperationalError,)
 
     def __init__(self, url: str, *, clock: Clock | None = None, create: bool = True) -> None:

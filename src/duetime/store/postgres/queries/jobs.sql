@@ -4,7 +4,7 @@ INSERT INTO jobs (
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
-    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us
 ) VALUES (
     %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::json, %(schedule_kind)s, %(cron)s,
     %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
@@ -12,12 +12,14 @@ INSERT INTO jobs (
     %(misfire_grace_s)s, %(overlap_policy)s, %(delivery)s, %(queue)s, %(tags)s::jsonb,
     %(metadata)s::json, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s,
     %(target)s::json, %(max_concurrency)s, %(concurrency_key)s, %(max_backfill)s,
-    %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s
+    %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s, %(declared_delay_us)s
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
+-- Returns the job with `next_occurrence_at` (see job_with_next_occurrence): a kept schedule may have runs
+-- written ahead.
 UPDATE jobs SET
     task = %(task)s, payload = %(payload)s::json, schedule_kind = %(schedule_kind)s,
     cron = %(cron)s, tz = %(tz)s, at_instant = %(at_instant)s, every_us = %(every_us)s,
@@ -30,15 +32,31 @@ UPDATE jobs SET
     metadata = %(metadata)s::json, next_fire_at = %(next_fire_at)s, updated_at = %(now)s,
     target = %(target)s::json, max_concurrency = %(max_concurrency)s,
     concurrency_key = %(concurrency_key)s, max_backfill = %(max_backfill)s,
-    sla_s = %(sla_s)s, expected_duration_s = %(expected_duration_s)s, jitter_s = %(jitter_s)s
+    sla_s = %(sla_s)s, expected_duration_s = %(expected_duration_s)s, jitter_s = %(jitter_s)s,
+    declared_delay_us = %(declared_delay_us)s
 WHERE id = %(id)s
-RETURNING *;
+RETURNING *, LEAST(next_fire_at, (
+    SELECT min(r.scheduled_for) FROM runs r
+    WHERE r.job_id = jobs.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+      AND r.trigger = 'schedule'
+)) AS next_occurrence_at;
+
+-- fragment: job_with_next_occurrence
+-- `next_occurrence_at`: the earliest occurrence not fired yet — the scheduler writes runs ahead
+-- of their instant and moves `next_fire_at` past them, so the earliest of those never started
+-- (index runs_job_unfired) comes first when there is one.
+SELECT j.*, LEAST(j.next_fire_at, (
+    SELECT min(r.scheduled_for) FROM runs r
+    WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+      AND r.trigger = 'schedule'
+)) AS next_occurrence_at
+FROM jobs j
 
 -- name: job_get_by_id
-SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s;
+{{job_with_next_occurrence}} WHERE j.tenant = %(tenant)s AND j.id = %(id)s;
 
 -- name: job_get_by_name
-SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(name)s;
+{{job_with_next_occurrence}} WHERE j.tenant = %(tenant)s AND j.name = %(name)s;
 
 -- name: job_lock_by_id
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
@@ -47,14 +65,25 @@ SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- name: job_list
-SELECT * FROM jobs
-WHERE tenant = %(tenant)s
-  AND (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(name_prefix)s::text IS NULL OR starts_with(name, %(name_prefix)s::text))
-  AND (%(tag)s::text IS NULL OR tags ? %(tag)s::text)
-  AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
-ORDER BY name
-LIMIT %(limit)s;
+-- The page first, then each of its jobs' earliest unfired run (one index probe per job, as in
+-- job_get_by_id).
+SELECT j.*, LEAST(j.next_fire_at, u.first_at) AS next_occurrence_at
+FROM (
+    SELECT * FROM jobs
+    WHERE tenant = %(tenant)s
+      AND (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(name_prefix)s::text IS NULL OR starts_with(name, %(name_prefix)s::text))
+      AND (%(tag)s::text IS NULL OR tags ? %(tag)s::text)
+      AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+    ORDER BY name
+    LIMIT %(limit)s
+) j
+CROSS JOIN LATERAL (
+    SELECT min(r.scheduled_for) AS first_at FROM runs r
+    WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+      AND r.trigger = 'schedule'
+) u
+ORDER BY j.name;
 
 -- name: job_set_status
 UPDATE jobs SET status = %(status)s, next_fire_at = %(next_fire_at)s, updated_at = %(now)s

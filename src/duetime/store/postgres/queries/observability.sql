@@ -203,3 +203,43 @@ DELETE FROM alert_incidents WHERE id IN (
     WHERE resolved_at < %(before)s AND resolved_sent_at IS NOT NULL
     LIMIT %(limit)s
 );
+
+-- name: depth_samples_record
+-- Queue depth at %(now)s: one sample per tenant with runs scheduled, running or dead, and the
+-- cluster's total under tenant '' (written even when all zeros: every tenant's series is read
+-- at those instants, see depth_samples_list).
+INSERT INTO queue_depth_samples (tenant, at, due, running, dead)
+WITH c AS (
+    SELECT tenant,
+        count(*) FILTER (WHERE state = 'scheduled' AND available_at <= %(now)s) AS due,
+        count(*) FILTER (WHERE state = 'running' AND started_at IS NOT NULL) AS running,
+        count(*) FILTER (WHERE state = 'dead') AS dead
+    FROM runs
+    WHERE state IN ('scheduled', 'running', 'dead')
+    GROUP BY tenant
+)
+SELECT tenant, %(now)s::timestamptz, due, running, dead FROM c
+UNION ALL
+SELECT '', %(now)s::timestamptz, coalesce(sum(due), 0), coalesce(sum(running), 0),
+    coalesce(sum(dead), 0)
+FROM c
+ON CONFLICT DO NOTHING;
+
+-- name: depth_samples_list
+-- A tenant's queue depth at every sampling instant since %(since)s, oldest first (zero where
+-- it had no run scheduled, running or dead).
+SELECT t.at, coalesce(s.due, 0) AS due, coalesce(s.running, 0) AS running,
+    coalesce(s.dead, 0) AS dead
+FROM queue_depth_samples t
+LEFT JOIN queue_depth_samples s ON s.tenant = %(tenant)s AND s.at = t.at
+WHERE t.tenant = '' AND t.at >= %(since)s
+ORDER BY t.at;
+
+-- name: depth_samples_prune
+DELETE FROM queue_depth_samples WHERE at < %(before)s;
+
+-- name: runs_last_workers
+-- The worker of each run's latest attempt (runs of the tenant among %(ids)s), for run lists.
+SELECT DISTINCT ON (run_id) run_id, worker_id FROM attempts
+WHERE tenant = %(tenant)s AND run_id = ANY(%(ids)s::uuid[])
+ORDER BY run_id, token DESC;

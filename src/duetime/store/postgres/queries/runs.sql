@@ -27,6 +27,44 @@ RETURNING id;
 -- name: notify_runs
 SELECT pg_notify('duetime_runs', '');
 
+-- fragment: trigger_from_job
+-- The one-round-trip manual run (run_trigger_by_id / _by_name): its job in `j`, then this
+-- insert and the answer (with NOTIFY when a run was made). Nothing comes back when the job is
+-- missing or cancelled or the idempotency key already has a run: the store then takes the
+-- transaction that tells which. The values are store/_values.py's trigger_run_values; the
+-- concurrency key is its overlap_key (a test holds the two together).
+t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+ins AS (
+    INSERT INTO runs (
+        id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
+        state, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
+        delivery, one_shot, trigger, idempotency_key, request_hash, created_at, target,
+        concurrency_key
+    )
+    SELECT %(id)s, j.id, j.tenant, j.name, j.task, j.queue,
+           coalesce(%(payload)s::text::json, j.payload), t.now, t.now, 'scheduled',
+           coalesce(%(priority)s::int, j.priority), j.max_attempts, j.backoff_base,
+           j.backoff_factor, j.backoff_cap, j.timeout_s, j.delivery, false, 'manual',
+           %(idempotency_key)s, %(request_hash)s, t.now, j.target,
+           CASE WHEN j.concurrency_key IS NOT NULL THEN 'key:' || j.concurrency_key
+                WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
+                ELSE 'job:' || j.id::text END
+    FROM j CROSS JOIN t
+    ON CONFLICT DO NOTHING
+    RETURNING *
+)
+SELECT ins.*, (SELECT pg_notify('duetime_runs', '') FROM ins LIMIT 1) AS notified FROM ins
+
+-- name: run_trigger_by_id
+WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(job_id)s
+           AND status <> 'cancelled'),
+{{trigger_from_job}};
+
+-- name: run_trigger_by_name
+WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(job_name)s
+           AND status <> 'cancelled'),
+{{trigger_from_job}};
+
 -- name: run_get
 SELECT * FROM runs WHERE tenant = %(tenant)s AND id = %(id)s;
 
@@ -38,6 +76,9 @@ SELECT * FROM runs
 WHERE tenant = %(tenant)s
   AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
   AND (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(since)s::timestamptz IS NULL OR scheduled_for >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR scheduled_for < %(until)s::timestamptz)
   AND (%(before_at)s::timestamptz IS NULL
        OR (scheduled_for, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY scheduled_for DESC, id DESC
@@ -311,3 +352,11 @@ SELECT i.*, %(now)s FROM unnest(
 SELECT s.* FROM run_skips s JOIN jobs j ON j.id = s.job_id
 WHERE j.tenant = %(tenant)s AND s.job_id = %(job_id)s
 ORDER BY s.first_at;
+
+-- name: runs_by_id_prefix
+-- The runs whose id's text form begins with a prefix: the uuid range [low, high] that prefix
+-- spans (abcd1234-0000-… to abcd1234-ffff-…), a range scan of the primary key.
+SELECT * FROM runs
+WHERE id BETWEEN %(low)s::uuid AND %(high)s::uuid AND tenant = %(tenant)s
+ORDER BY id
+LIMIT %(limit)s;

@@ -4,18 +4,20 @@ INSERT INTO jobs (
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
-    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us
 ) VALUES (
     :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
     :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
     :timeout_s, :misfire_policy, :misfire_grace_s, :overlap_policy, :delivery, :queue, :tags,
     :metadata, :partition_key, :next_fire_at, :now, :now, :target, :max_concurrency,
-    :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s
+    :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s, :declared_delay_us
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
+-- Returns the job with `next_occurrence_at` (see job_with_next_occurrence): a kept schedule may have runs
+-- written ahead.
 UPDATE jobs SET
     task = :task, payload = :payload, schedule_kind = :schedule_kind, cron = :cron, tz = :tz,
     at_instant = :at_instant, every_us = :every_us, anchor = :anchor, status = :status,
@@ -26,15 +28,38 @@ UPDATE jobs SET
     metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now, target = :target,
     max_concurrency = :max_concurrency, concurrency_key = :concurrency_key,
     max_backfill = :max_backfill, sla_s = :sla_s, expected_duration_s = :expected_duration_s,
-    jitter_s = :jitter_s
+    jitter_s = :jitter_s, declared_delay_us = :declared_delay_us
 WHERE id = :id
-RETURNING *;
+RETURNING *, (
+    SELECT min(t) FROM (
+        SELECT jobs.next_fire_at AS t
+        UNION ALL
+        SELECT min(r.scheduled_for) FROM runs r
+        WHERE r.job_id = jobs.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+          AND r.trigger = 'schedule'
+    )
+) AS next_occurrence_at;
+
+-- fragment: job_with_next_occurrence
+-- `next_occurrence_at`: the earliest occurrence not fired yet — the scheduler writes runs ahead
+-- of their instant and moves `next_fire_at` past them, so the earliest of those never started
+-- (index runs_job_unfired) comes first when there is one.
+SELECT j.*, (
+    SELECT min(t) FROM (
+        SELECT j.next_fire_at AS t
+        UNION ALL
+        SELECT min(r.scheduled_for) FROM runs r
+        WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+          AND r.trigger = 'schedule'
+    )
+) AS next_occurrence_at
+FROM jobs j
 
 -- name: job_get_by_id
-SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
+{{job_with_next_occurrence}} WHERE j.tenant = :tenant AND j.id = :id;
 
 -- name: job_get_by_name
-SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
+{{job_with_next_occurrence}} WHERE j.tenant = :tenant AND j.name = :name;
 
 -- name: job_lock_by_id
 -- No row locks in SQLite: the caller's BEGIN IMMEDIATE already holds the database.
@@ -44,14 +69,28 @@ SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
 SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
 
 -- name: job_list
-SELECT * FROM jobs
-WHERE tenant = :tenant
-  AND (:status IS NULL OR status = :status)
-  AND (:name_prefix IS NULL OR substr(name, 1, length(:name_prefix)) = :name_prefix)
-  AND (:tag IS NULL OR EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = :tag))
-  AND (:after_name IS NULL OR name > :after_name)
-ORDER BY name
-LIMIT :limit;
+-- The page first, then each of its jobs' earliest unfired run (one index probe per job, as in
+-- job_get_by_id).
+SELECT j.*, (
+    SELECT min(t) FROM (
+        SELECT j.next_fire_at AS t
+        UNION ALL
+        SELECT min(r.scheduled_for) FROM runs r
+        WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
+          AND r.trigger = 'schedule'
+    )
+) AS next_occurrence_at
+FROM (
+    SELECT * FROM jobs
+    WHERE tenant = :tenant
+      AND (:status IS NULL OR status = :status)
+      AND (:name_prefix IS NULL OR substr(name, 1, length(:name_prefix)) = :name_prefix)
+      AND (:tag IS NULL OR EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = :tag))
+      AND (:after_name IS NULL OR name > :after_name)
+    ORDER BY name
+    LIMIT :limit
+) j
+ORDER BY j.name;
 
 -- name: job_set_status
 UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :now

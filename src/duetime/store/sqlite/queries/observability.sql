@@ -202,3 +202,42 @@ DELETE FROM alert_incidents WHERE id IN (
     WHERE resolved_at < :before AND resolved_sent_at IS NOT NULL
     LIMIT :limit
 );
+
+-- name: depth_samples_record
+-- Queue depth at :now: one sample per tenant with runs scheduled, running or dead, and the
+-- cluster's total under tenant '' (written even when all zeros: every tenant's series is read
+-- at those instants, see depth_samples_list). "WHERE true": SQLite's upsert after a SELECT.
+INSERT INTO queue_depth_samples (tenant, at, due, running, dead)
+WITH c AS (
+    SELECT tenant,
+        count(CASE WHEN state = 'scheduled' AND available_at <= :now THEN 1 END) AS due,
+        count(CASE WHEN state = 'running' AND started_at IS NOT NULL THEN 1 END) AS running,
+        count(CASE WHEN state = 'dead' THEN 1 END) AS dead
+    FROM runs
+    WHERE state IN ('scheduled', 'running', 'dead')
+    GROUP BY tenant
+)
+SELECT tenant, :now, due, running, dead FROM c
+UNION ALL
+SELECT '', :now, coalesce(sum(due), 0), coalesce(sum(running), 0), coalesce(sum(dead), 0)
+FROM c WHERE true
+ON CONFLICT DO NOTHING;
+
+-- name: depth_samples_list
+-- A tenant's queue depth at every sampling instant since :since, oldest first (zero where it
+-- had no run scheduled, running or dead).
+SELECT t.at, coalesce(s.due, 0) AS due, coalesce(s.running, 0) AS running,
+    coalesce(s.dead, 0) AS dead
+FROM queue_depth_samples t
+LEFT JOIN queue_depth_samples s ON s.tenant = :tenant AND s.at = t.at
+WHERE t.tenant = '' AND t.at >= :since
+ORDER BY t.at;
+
+-- name: depth_samples_prune
+DELETE FROM queue_depth_samples WHERE at < :before;
+
+-- name: runs_last_workers
+-- The worker of each run's latest attempt (runs of the tenant among :ids), for run lists.
+SELECT a.run_id, a.worker_id FROM attempts a
+WHERE a.tenant = :tenant AND a.run_id IN (SELECT value FROM json_each(:ids))
+  AND a.token = (SELECT max(b.token) FROM attempts b WHERE b.run_id = a.run_id);

@@ -35,6 +35,36 @@ WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- fragment: trigger_from_job
+-- The one-statement manual run (run_trigger_by_id / _by_name; see the PostgreSQL
+-- dialect): nothing comes back when the job is missing or cancelled or the idempotency key
+-- already has a run. The concurrency key is store/_values.py's overlap_key.
+INSERT INTO runs (
+    id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
+    priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
+)
+SELECT :id, j.id, j.tenant, j.name, j.task, j.queue, coalesce(:payload, j.payload), :now,
+       :now, 'scheduled', coalesce(:priority, j.priority), j.max_attempts, j.backoff_base,
+       j.backoff_factor, j.backoff_cap, j.timeout_s, j.delivery, 0, 'manual',
+       :idempotency_key, :request_hash, :now, j.target,
+       CASE WHEN j.concurrency_key IS NOT NULL THEN 'key:' || j.concurrency_key
+            WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
+            ELSE 'job:' || j.id END
+FROM jobs j
+
+-- name: run_trigger_by_id
+{{trigger_from_job}}
+WHERE j.tenant = :tenant AND j.id = :job_id AND j.status <> 'cancelled'
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: run_trigger_by_name
+{{trigger_from_job}}
+WHERE j.tenant = :tenant AND j.name = :job_name AND j.status <> 'cancelled'
+ON CONFLICT DO NOTHING
+RETURNING *;
+
 -- name: run_get
 SELECT * FROM runs WHERE tenant = :tenant AND id = :id;
 
@@ -50,6 +80,9 @@ SELECT * FROM runs
 WHERE tenant = :tenant
   AND (:job_id IS NULL OR job_id = :job_id)
   AND (:state IS NULL OR state = :state)
+  AND (:task IS NULL OR task = :task)
+  AND (:since IS NULL OR scheduled_for >= :since)
+  AND (:until IS NULL OR scheduled_for < :until)
   AND (:before_at IS NULL OR (scheduled_for, id) < (:before_at, :before_id))
 ORDER BY scheduled_for DESC, id DESC
 LIMIT :limit;
@@ -215,3 +248,12 @@ ON CONFLICT (run_id, token) DO UPDATE SET
     traceback = excluded.traceback
 -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
 WHERE attempts.outcome IN ('lost', 'cancelled');
+
+-- name: runs_by_id_prefix
+-- The runs whose id begins with a prefix: ids are lowercase text with dashes at fixed places,
+-- so the text range [low, high] (abcd1234-0000-… to abcd1234-ffff-…) is exactly those ids, a
+-- range scan of the primary key.
+SELECT * FROM runs
+WHERE id BETWEEN :low AND :high AND tenant = :tenant
+ORDER BY id
+LIMIT :limit;

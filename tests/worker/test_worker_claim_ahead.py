@@ -1,0 +1,100 @@
+"""Claim-ahead: a worker of short tasks claims beyond its free slots what those slots finish
+while its next claim travels, yet never executes more than ``worker_concurrency`` runs at once;
+with ``worker_claim_ahead`` 0 it holds no more runs than it has slots."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from tests.waiting import eventually
+from workerkit import FAR, open_app, serving
+
+from duetime import AsyncApp
+from duetime._types import RunState
+from duetime.worker.claim_ahead import ClaimAhead
+from duetime.worker.worker import Worker
+
+RUNS = 200
+
+
+@pytest.fixture
+async def app(store_url: str) -> AsyncIterator[AsyncApp]:
+    opened = await open_app(store_url)
+    yield opened
+    await opened.close()
+
+
+async def _burn(app: AsyncApp, **settings: Any) -> tuple[int, int]:
+    """Run RUNS no-op runs with a 2-slot worker; the most runs executing at once and the most
+    runs the worker held at once."""
+    executing = 0
+    most_executing = 0
+    most_held = 0
+    worker: Worker | None = None
+
+    @app.task("ahead.noop")
+    async def noop(ctx: object, payload: object) -> None:
+        nonlocal executing, most_executing, most_held
+        executing += 1
+        most_executing = max(most_executing, executing)
+        assert worker is not None
+        most_held = max(most_held, worker.in_flight)
+        await asyncio.sleep(0)  # a turn for the others while this one holds its slot
+        executing -= 1
+
+    job = await app.schedule("noop", task="ahead.noop", at=FAR, overlap="allow")
+    runs = [await app.trigger(job.id) for _ in range(RUNS)]
+    async with serving(app, worker_concurrency=2, worker_batch=100, **settings) as served:
+        worker = served
+
+        async def all_done() -> bool:
+            page = await app.runs(job.id, state=RunState.SUCCEEDED, limit=1000)
+            return len(page.items) == len(runs)
+
+        await eventually(all_done, what=f"{RUNS} runs to succeed", timeout=60)
+    return most_executing, most_held
+
+
+async def test_a_worker_of_short_tasks_claims_ahead_within_its_ceiling(app: AsyncApp) -> None:
+    most_executing, most_held = await _burn(app)
+
+    assert most_executing <= 2, "worker_concurrency is the ceiling on runs executing at once"
+    assert most_held > 2, "short tasks: the worker held runs beyond its free slots"
+
+
+async def test_claim_ahead_off_holds_no_more_than_the_slots(app: AsyncApp) -> None:
+    most_executing, most_held = await _burn(app, worker_claim_ahead=0)
+
+    assert most_executing <= 2
+    assert most_held <= 2
+
+
+def test_claim_ahead_is_what_the_slots_finish_while_claims_travel() -> None:
+    ahead = ClaimAhead(slots=10, most=100, rounds=2.0)
+    assert ahead.allowance() == 0, "nothing measured yet: nothing ahead"
+    ahead.claimed(0.002)
+    assert ahead.allowance() == 0
+    ahead.served(0.001)  # 10 slots × 1 ms: 10 runs a millisecond; 2 claims of 2 ms: 40 runs
+    assert ahead.allowance() == 40
+    ahead.served(0.001)
+    assert ahead.allowance() == 40
+
+
+def test_long_tasks_get_nothing_ahead_and_the_batch_caps_short_ones() -> None:
+    long = ClaimAhead(slots=10, most=100, rounds=2.0)
+    long.claimed(0.002)
+    long.served(1.0)
+    assert long.allowance() == 0
+
+    short = ClaimAhead(slots=10, most=100, rounds=2.0)
+    short.claimed(0.002)
+    short.served(0.00005)
+    assert short.allowance() == 100
+
+    off = ClaimAhead(slots=10, most=100, rounds=0.0)
+    off.claimed(0.002)
+    off.served(0.00005)
+    assert off.allowance() == 0
