@@ -26,12 +26,13 @@ import aiohttp
 import psycopg
 
 from bench._common import (
+    BenchError,
     Spread,
     base_parser,
     create_database,
     drop_database,
     duetime_env,
-    exit_on_sigterm,
+    guarded_main,
     migrate,
     percentile,
     report,
@@ -67,7 +68,7 @@ async def minimal(url: str, count: int) -> float:
             run_id = uuid.uuid4()
             cur = await conn.execute(MINIMAL_TRIGGER, {"id": run_id, "key": f"auto:{run_id}"})
             if await cur.fetchone() is None:
-                raise RuntimeError("the minimal trigger inserted nothing")
+                raise BenchError("the minimal trigger inserted nothing")
         return count / (time.perf_counter() - start)
 
 
@@ -93,7 +94,7 @@ async def http_trigger(base: str, key: str, job_id: str, count: int) -> tuple[fl
             async with session.post(url, json={}) as response:
                 body = await response.read()
                 if response.status not in (200, 201):
-                    raise RuntimeError(f"POST trigger answered {response.status}: {body[:300]!r}")
+                    raise BenchError(f"POST trigger answered {response.status}: {body[:300]!r}")
             latencies.append((time.perf_counter() - t) * 1000)
         return count / (time.perf_counter() - start), latencies
 
@@ -109,7 +110,7 @@ async def wait_ready(base: str, server: Any, timeout: float = 30.0) -> None:
     async with aiohttp.ClientSession() as session:
         while True:
             if server.poll() is not None:
-                raise RuntimeError(f"duetime server exited: {server.stderr.read()[-2000:]!r}")
+                raise BenchError(f"duetime server exited: {server.stderr.read()[-2000:]!r}")
             try:
                 async with session.get(f"{base}/readyz") as r:
                     if r.status == 200:
@@ -117,7 +118,7 @@ async def wait_ready(base: str, server: Any, timeout: float = 30.0) -> None:
             except aiohttp.ClientError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"duetime server not ready at {base} after {timeout:.0f} s")
+                raise BenchError(f"duetime server not ready at {base} after {timeout:.0f} s")
             await asyncio.sleep(0.1)
 
 
@@ -136,7 +137,6 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000, help="triggers per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    exit_on_sigterm()
     url = create_database("trigger")
     server = None
     try:
@@ -177,9 +177,8 @@ def main() -> None:
             f"p99 {percentile(lat, 99):.2f} ms",
         ]
         report(f"sequential triggers ({args.count} a round)", lines, record=args.record)
-    except (RuntimeError, KeyError, psycopg.Error, aiohttp.ClientError) as exc:
-        print(f"bench.trigger failed: {exc}", file=sys.stderr)
-        sys.exit(1)
+    except (KeyError, aiohttp.ClientError) as exc:
+        raise BenchError(f"{type(exc).__name__}: {exc}") from exc
     finally:
         if server is not None:
             stop_all([server])
@@ -187,4 +186,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guarded_main(main)

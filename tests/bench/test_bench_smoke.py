@@ -171,3 +171,12 @@ def test_old_against_new_interleaves_three_rounds() -> None:
     )  # fmt: skip
     assert out.count("  round ") == 3
     assert "new/old per pair: median" in out
+
+
+@pytest.mark.postgres
+def test_trigger_benchmark_compares_with_its_minimal_script() -> None:
+    out = bench("trigger", "--count", "30", "--rounds", "1", pg=True)
+    assert "minimal script:" in out
+    assert "of the minimal script" in out
+    assert "POST …/trigger" in out
+    assert "p99" in out

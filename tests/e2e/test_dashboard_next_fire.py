@@ -86,7 +86,10 @@ def test_the_jobs_list_and_job_page_show_the_earliest_occurrence(
         page.wait_for_selector("#whoami:has-text('acme')")
         page.goto(server.url + "/#/jobs?q=ticker")
         page.wait_for_selector("#view[data-loaded='#/jobs?q=ticker']")
-        cells = page.locator("tbody tr").first.locator("td").all_inner_texts()
+        # the job's own row (the overview's tables may still be on the page a moment)
+        row = page.locator("tbody tr", has_text="ticker").first
+        row.wait_for()
+        cells = row.locator("td").all_inner_texts()
         assert shown(first) in cells
         assert shown(cursor) not in cells
         page.click("a:has-text('ticker')")

@@ -253,6 +253,29 @@ async def running_run(
     return claimed
 
 
+async def dead_run(
+    store: Store, at: datetime, name: str, *, tenant: str = TENANT, attempts: int = 1
+) -> ClaimedRun:
+    """A run that failed permanently on its ``attempts``-th attempt (one attempt record each)."""
+    claimed = await running_run(
+        store, at, name, tenant=tenant, retry=RetryPolicy(max_attempts=attempts)
+    )
+    for n in range(1, attempts):
+        retry = completion(
+            claimed,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.SCHEDULED,
+            available_at=at + s(n),
+        )
+        assert await complete(store, at + s(n), retry) == [True]
+        claimed = await claim_one(store, at + s(n))
+    last = completion(
+        claimed, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD, reason="failed"
+    )
+    assert await complete(store, at + s(attempts), last) == [True]
+    return claimed
+
+
 def completion(
     claimed: ClaimedRun | Run,
     *,

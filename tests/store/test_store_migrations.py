@@ -127,6 +127,71 @@ async def test_migration_6_keeps_the_installations_workers_and_task_names(
     assert await store.tasks_known(tasks, tenant="acme") == set(tasks)
 
 
+async def test_migration_11_gives_waiting_runs_their_misfire_deadline(
+    make_store, store_url: str, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs written before v11 and still waiting get ``misfire_at`` = instant + the job's grace
+    (none for a backfill job, a manual run or a run already attempted), so the judge that now
+    walks that deadline still skips them (issue 15)."""
+    store = await make_store(migrate=False)
+    every = sql_store.load_migrations
+    monkeypatch.setattr(sql_store, "load_migrations", lambda dialect: every(dialect)[:10])
+    assert await store.migrate() == 10
+    monkeypatch.setattr(sql_store, "load_migrations", every)
+    jobs = [("j-skip", "skip", 30.0), ("j-back", "backfill", 30.0)]
+    runs = [  # (run id, job, trigger, attempt, seconds before t0)
+        ("00000000-0000-4000-8000-000000000001", 0, "schedule", 0, 0),
+        ("00000000-0000-4000-8000-000000000002", 0, "manual", 0, 0),
+        ("00000000-0000-4000-8000-000000000003", 0, "schedule", 1, 1),
+        ("00000000-0000-4000-8000-000000000004", 1, "schedule", 0, 0),
+    ]
+    job_ids = ["00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"]
+    job_sql = (
+        "INSERT INTO jobs (id, tenant, name, task, payload, schedule_kind, at_instant, status, "
+        "max_attempts, backoff_base, backoff_factor, backoff_cap, misfire_policy, "
+        "misfire_grace_s, overlap_policy, delivery, partition_key, created_at, updated_at) "
+        "VALUES (?, 'default', ?, 't', '{}', 'at', ?, 'active', 3, 1, 2, 600, ?, ?, 'allow', "
+        "'at_least_once', 0, ?, ?)"
+    )
+    run_sql = (
+        "INSERT INTO runs (id, job_id, tenant, job_name, task, queue, payload, scheduled_for, "
+        "available_at, state, priority, attempt, max_attempts, backoff_base, backoff_factor, "
+        "backoff_cap, delivery, trigger, idempotency_key, created_at) VALUES (?, ?, 'default', "
+        "?, 't', 'default', '{}', ?, ?, 'scheduled', 0, ?, 3, 1, 2, 600, 'at_least_once', ?, ?, ?)"
+    )
+    if store.dialect == "sqlite":
+        at = int(t0.timestamp() * 1_000_000)
+        with sqlite3.connect(store_url) as conn:
+            for job_id, (name, policy, grace) in zip(job_ids, jobs, strict=True):
+                conn.execute(job_sql, (job_id, name, at, policy, grace, at, at))
+            for run_id, job, trigger, attempt, before in runs:
+                key = None if trigger == "schedule" else f"auto:{run_id}"
+                due = at - before * 1_000_000
+                conn.execute(
+                    run_sql,
+                    (run_id, job_ids[job], jobs[job][0], due, due, attempt, trigger, key, at),
+                )
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url) as pg:
+            for job_id, (name, policy, grace) in zip(job_ids, jobs, strict=True):
+                pg.execute(job_sql.replace("?", "%s"), (job_id, name, t0, policy, grace, t0, t0))
+            for run_id, job, trigger, attempt, before in runs:
+                key = None if trigger == "schedule" else f"auto:{run_id}"
+                due = t0 - timedelta(seconds=before)
+                pg.execute(
+                    run_sql.replace("?", "%s"),
+                    (run_id, job_ids[job], jobs[job][0], due, due, attempt, trigger, key, t0),
+                )
+    assert await store.migrate() == SCHEMA_VERSION
+    from duetime.store.base import RunsMisfireParams
+
+    skipped = await store.runs_misfire(RunsMisfireParams(now=t0 + timedelta(seconds=31)))
+    assert skipped == ["j-skip"], "only the waiting scheduled run of the skip job misfires"
+
+
 # --- the migrated schema ---------------------------------------------------------------------
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 
+import pytest
 from storekit import (
     TENANT,
     claim,
@@ -23,7 +25,9 @@ from storekit import (
 
 from duetime._types import AttemptOutcome, Job, MisfirePolicy, OverlapPolicy, RunState
 from duetime.store import Store
+from duetime.store._rows import to_micros
 from duetime.store.base import JobRef, RunsMisfireParams, RunStartParams, RunTriggerParams
+from duetime.store.sqlfile import load_queries
 
 
 async def job_with_runs(
@@ -151,6 +155,44 @@ async def test_runs_within_grace_and_manual_runs_are_not_misfired(
     assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(5))) == []
     assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(30))) == ["j", "j"]
     assert (await get_run(store, manual.id)).state is RunState.SCHEDULED
+
+
+@pytest.mark.fresh_database  # a schema of its own: no dead rows of earlier tests in its pages
+async def test_the_misfire_judge_never_walks_the_runs_still_within_grace(
+    store: Store, store_url: str, t0: datetime
+) -> None:
+    """5,000 runs due and not claimed, none past its grace: the judge (once a second per
+    worker) reads its index up to their stored deadlines, not every due run (it read each one
+    and its job: O(backlog) every second, 300,000 buffers a call with 50,000 due)."""
+    await job_with_runs(
+        store, t0, "j", 5000, misfire_policy=MisfirePolicy.SKIP, misfire_grace=100_000
+    )
+    now = t0 + s(5000)
+    query = load_queries(store.dialect)["runs_misfire"]
+    if store.dialect == "postgres":
+        import psycopg
+
+        with psycopg.connect(store_url) as conn:
+            conn.execute("ANALYZE runs")  # statistics as autovacuum keeps them
+            plan = conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query,  # type: ignore[operator]
+                {"now": now, "limit": 500},
+            ).fetchone()
+            conn.rollback()
+        assert plan is not None
+        top = plan[0][0]["Plan"]
+        read = top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
+        assert "runs_misfire_due" in str(plan), "the judge walks its deadline index"
+        assert read < 50, f"the judge read {read} buffers for nothing to skip"
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(store_url)) as conn:
+            steps = conn.execute(
+                "EXPLAIN QUERY PLAN " + query, {"now": to_micros(now), "limit": 500}
+            ).fetchall()
+        assert any("runs_misfire_due" in str(step[-1]) for step in steps), steps
+    assert await store.runs_misfire(RunsMisfireParams(now=now)) == []
 
 
 async def test_a_run_claimed_ahead_is_judged_when_it_starts(store: Store, t0: datetime) -> None:

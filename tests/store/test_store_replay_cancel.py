@@ -15,17 +15,17 @@ from storekit import (
     claim_one,
     complete,
     completion,
+    dead_run,
     get_run,
     running_run,
     s,
     scheduled_run,
 )
 
-from duetime._types import AttemptOutcome, JobStatus, RetryPolicy, RunState
+from duetime._types import AttemptOutcome, JobStatus, RunState
 from duetime.errors import Conflict, NotFound
 from duetime.store import Store
 from duetime.store.base import (
-    ClaimedRun,
     JobRef,
     JobSetStatusParams,
     LeasesReapParams,
@@ -34,29 +34,6 @@ from duetime.store.base import (
     RunsHeartbeatParams,
     RunStartParams,
 )
-
-
-async def dead_run(
-    store: Store, at: datetime, name: str, *, tenant: str = TENANT, attempts: int = 1
-) -> ClaimedRun:
-    """A run that failed permanently on its ``attempts``-th attempt."""
-    claimed = await running_run(
-        store, at, name, tenant=tenant, retry=RetryPolicy(max_attempts=attempts)
-    )
-    for n in range(1, attempts):
-        retry = completion(
-            claimed,
-            outcome=AttemptOutcome.FAILED,
-            next_state=RunState.SCHEDULED,
-            available_at=at + s(n),
-        )
-        assert await complete(store, at + s(n), retry) == [True]
-        claimed = await claim_one(store, at + s(n))
-    last = completion(
-        claimed, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD, reason="failed"
-    )
-    assert await complete(store, at + s(attempts), last) == [True]
-    return claimed
 
 
 async def replay(store: Store, now: datetime, **kwargs) -> list[uuid.UUID]:

@@ -98,3 +98,37 @@ def test_long_tasks_get_nothing_ahead_and_the_batch_caps_short_ones() -> None:
     off.claimed(0.002)
     off.served(0.00005)
     assert off.allowance() == 0
+
+
+async def test_runs_held_ahead_are_handed_back_at_shutdown_not_killed(
+    app: AsyncApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At-most-once runs held ahead of a busy slot when the worker stops never began here:
+    they go back to ``scheduled`` with their attempt refunded (not ``dead``); the one
+    executing is the only one the shutdown interrupts."""
+    monkeypatch.setattr(ClaimAhead, "allowance", lambda self: 4)  # hold 4 beyond the slot
+    entered = asyncio.Event()
+    calls: list[object] = []
+
+    @app.task("ahead.block")
+    async def block(ctx: Any, payload: object) -> None:
+        calls.append(ctx.run_id)
+        entered.set()
+        await asyncio.Event().wait()  # until the shutdown cancels it
+
+    job = await app.schedule(
+        "block", task="ahead.block", at=FAR, overlap="allow", delivery="at_most_once"
+    )
+    runs = [await app.trigger(job.id) for _ in range(5)]
+    async with serving(app, worker_concurrency=1, shutdown_grace=0.2) as worker:
+        await entered.wait()
+
+        async def holding_all() -> bool:
+            return worker.in_flight == 5
+
+        await eventually(holding_all, what="the worker to hold all 5 runs")
+    finals = {r.id: await app.run(r.id) for r in runs}
+    (executed,) = calls
+    assert finals[executed].state is RunState.DEAD  # at-most-once, interrupted while executing
+    held = [run for run_id, run in finals.items() if run_id != executed]
+    assert [(r.state, r.attempt) for r in held] == [(RunState.SCHEDULED, 0)] * 4

@@ -1,5 +1,7 @@
 """History retention: finished runs (with their attempts) and skip records older than the
-retention period are deleted in batches, leader only, off the hot path."""
+retention period are deleted in batches, leader only, off the hot path. Dead letters (runs in
+state ``dead``) are kept however old: replaying one (it leaves ``dead``) or deleting its job
+is what ends it."""
 
 from __future__ import annotations
 

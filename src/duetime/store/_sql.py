@@ -259,8 +259,15 @@ class SQLStore(SQLObservability):
             return _rows.job_from_row(row, self.codec)
 
     async def job_delete(self, ref: JobRef) -> None:
+        """The job, its runs, their attempts and its skip records, in one transaction. No
+        foreign key cascades from runs to attempts (decision 0010): the runs go first (waiting
+        for a completion that holds one), then, in a statement of its own that sees what such a
+        completion recorded, their attempts."""
         async with self._tx() as conn:
             row = await self._job_row(conn, ref, lock=True)
+            runs = await self._all(conn, "job_delete_runs", id=row["id"])
+            if runs:
+                await self._exec(conn, "job_delete_attempts", ids=[r["id"] for r in runs])
             await self._exec(conn, "job_delete", id=row["id"])
 
     # --- runs: trigger --------------------------------------------------------------------
@@ -720,15 +727,20 @@ class SQLStore(SQLObservability):
         return nodes + workers
 
     async def history_prune(self, params: HistoryPruneParams) -> int:
+        """Up to ``params.limit`` runs that ended before ``params.before`` (never a dead
+        letter: see ``history_prune_runs``) with their attempts, and as many old skip records,
+        in one leader-fenced transaction."""
         async with self._tx() as conn:
             now = await self._now(conn, None)
             if not await self._holds(conn, params.leader, now):
                 return 0
-            runs = await self._exec(
+            runs = await self._all(
                 conn, "history_prune_runs", before=params.before, limit=params.limit
             )
+            if runs:
+                await self._exec(conn, "history_prune_attempts", ids=[r["id"] for r in runs])
             await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
-        return runs
+        return len(runs)
 
     # --- workers --------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime import _json
-from duetime._types import Job, OverlapPolicy, RunTrigger, Schedule
+from duetime._types import Job, MisfirePolicy, OverlapPolicy, RunTrigger, Schedule
 from duetime.store.base import JobUpsertParams, PlannedRun, RunCompletion, RunTriggerParams
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -100,7 +100,16 @@ def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> di
         "request_hash": None,
         "target": None if job.target is None else _json.dumps(job.target),
         "concurrency_key": overlap_key(job),
+        "misfire_at": misfire_deadline(job, scheduled_for),
     }
+
+
+def misfire_deadline(job: Job, scheduled_for: datetime) -> datetime | None:
+    """When a scheduled run of ``job`` that never started misfires: its instant plus the job's
+    grace, for the policies that skip (``backfill`` runs every occurrence: None)."""
+    if job.misfire_policy is MisfirePolicy.BACKFILL:
+        return None
+    return scheduled_for + timedelta(seconds=job.misfire_grace)
 
 
 def planned_run_values(job: Job, planned: PlannedRun) -> dict[str, Any]:
@@ -111,6 +120,7 @@ def trigger_run_values(job: Job, params: RunTriggerParams, now: datetime) -> dic
     values = _run_values(job, now, now)
     values["trigger"] = str(RunTrigger.MANUAL)
     values["one_shot"] = False
+    values["misfire_at"] = None  # a manual run is never judged a misfire
     values["idempotency_key"] = params.idempotency_key or f"auto:{values['id']}"
     values["request_hash"] = params.request_hash
     if params.payload is not None:

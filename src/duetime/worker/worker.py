@@ -85,6 +85,9 @@ class _InFlight:
     handed_back: bool = False
     began: bool = False
     """Its task has taken its first step (see :meth:`Worker._cancel`)."""
+    slotted: bool = False
+    """It holds one of the worker's slots (a run claimed ahead waits for one: until then it
+    has not begun here, whatever the claim stamped, and a shutdown hands it back at once)."""
     stopped: bool = False
     """Cancelled (shutdown, lease lost or cancel requested), perhaps before its task began."""
     done: bool = field(default=False)
@@ -283,8 +286,10 @@ class Worker:
 
     @classmethod
     def _hand_back_unstarted(cls, items: list[_InFlight]) -> None:
+        """Hand back the runs that have not begun: claimed ahead of their instant, or held
+        ahead of a free slot (worker/claim_ahead.py)."""
         for item in items:
-            if item.started_at is None and item.task is not None:
+            if (item.started_at is None or not item.slotted) and item.task is not None:
                 item.handed_back = True
                 cls._cancel(item)
 
@@ -434,6 +439,7 @@ class Worker:
                     raise asyncio.CancelledError
                 await self._slots.acquire()  # claimed ahead of a free slot: waits here
                 slot_since = time.perf_counter()
+                item.slotted = True
                 if item.started_at is not None or await self._start_at_instant(item):
                     if _tracing.enabled():
                         fields = {**run_fields(run), "task": run.task}
@@ -444,6 +450,8 @@ class Worker:
                         decision = await self._call(item)
             except asyncio.CancelledError:
                 session.signal_cancel()
+                if not item.slotted:
+                    item.started_at = None  # never began here: handed back, its attempt refunded
                 decision = self._interrupted(item)
             if session.idle:
                 self._finish_now(item, decision)

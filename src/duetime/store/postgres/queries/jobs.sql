@@ -90,7 +90,18 @@ UPDATE jobs SET status = %(status)s, next_fire_at = %(next_fire_at)s, updated_at
 WHERE id = %(id)s AND status = ANY(%(from_states)s::text[])
 RETURNING *;
 
+-- name: job_delete_runs
+-- A job's delete, first step (the job locked): its runs, returning their ids for
+-- job_delete_attempts. Waits for a completion that holds one of them, so the next statement
+-- sees the attempt it recorded.
+DELETE FROM runs WHERE job_id = %(id)s RETURNING id;
+
+-- name: job_delete_attempts
+-- The attempts of the runs job_delete_runs deleted (%(ids)s): no foreign key cascades to them.
+DELETE FROM attempts WHERE run_id = ANY(%(ids)s::uuid[]);
+
 -- name: job_delete
+-- Last: the job (its skip records go with it, ON DELETE CASCADE).
 DELETE FROM jobs WHERE id = %(id)s;
 
 -- name: jobs_due

@@ -53,13 +53,31 @@ DELETE FROM nodes WHERE heartbeat_at < %(before)s;
 DELETE FROM workers WHERE heartbeat_at < %(before)s;
 
 -- name: history_prune_runs
+-- Up to %(limit)s runs that ended before %(before)s, oldest first per state, deleted; returns
+-- their ids (the caller deletes their attempts next, in the same transaction). Never a dead
+-- letter: a `dead` run stays until it is replayed (then it is no longer dead) or its job is
+-- deleted. One range of runs_finished (state, finished_at) per prunable state: the dead
+-- letters kept below the cut are never read. A run locked by another transaction (a
+-- completion recording a refused attempt for it) is skipped until a later pass.
 DELETE FROM runs WHERE id IN (
-    SELECT id FROM runs
-    WHERE finished_at IS NOT NULL AND finished_at < %(before)s
-      AND state IN ('succeeded', 'dead', 'cancelled', 'skipped')
+    SELECT r.id FROM unnest(ARRAY['succeeded', 'cancelled', 'skipped']) AS s(state)
+    CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs
+        WHERE runs.state = s.state AND runs.finished_at IS NOT NULL
+          AND runs.finished_at < %(before)s
+        ORDER BY runs.finished_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) r
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-);
+)
+RETURNING id;
+
+-- name: history_prune_attempts
+-- The attempts of the runs history_prune_runs just deleted (%(ids)s). A statement of its own,
+-- after the runs' delete: its snapshot sees every attempt committed before the runs were
+-- locked.
+DELETE FROM attempts WHERE run_id = ANY(%(ids)s::uuid[]);
 
 -- name: history_prune_skips
 DELETE FROM run_skips WHERE ctid IN (

@@ -34,11 +34,13 @@ WHERE state = 'scheduled' AND id = ANY(%(ids)s::uuid[])
 RETURNING *;
 
 -- name: runs_misfire
+-- Through runs_misfire_due: only runs whose stored deadline (misfire_at) passed, never every
+-- due run; the job's grace and policy as they are now have the last word.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 missed AS (
     SELECT r.id, j.misfire_policy, j.name FROM runs r JOIN jobs j ON j.id = r.job_id, t
-    WHERE r.state = 'scheduled' AND r.attempt = 0 AND r.trigger = 'schedule'
-      AND r.scheduled_for < t.now
+    WHERE r.state = 'scheduled' AND r.attempt = 0 AND r.misfire_at IS NOT NULL
+      AND r.misfire_at < t.now
       AND r.scheduled_for < t.now - make_interval(secs => j.misfire_grace_s)
       AND (j.misfire_policy = 'skip'
            OR (j.misfire_policy = 'fire_once' AND EXISTS (

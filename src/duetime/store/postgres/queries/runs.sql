@@ -8,18 +8,19 @@ SELECT clock_timestamp() AS now;
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
+    misfire_at
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
-       i.request_hash, %(now)s, i.target::json, i.concurrency_key
+       i.request_hash, %(now)s, i.target::json, i.concurrency_key, i.misfire_at
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
     id uuid, job_id uuid, tenant text, job_name text, task text, queue text, payload text,
     scheduled_for timestamptz, available_at timestamptz, priority int, max_attempts int,
     backoff_base float8, backoff_factor float8, backoff_cap float8, timeout_s float8,
     delivery text, one_shot bool, trigger text, idempotency_key text, request_hash text,
-    target text, concurrency_key text
+    target text, concurrency_key text, misfire_at timestamptz
 )
 ON CONFLICT DO NOTHING
 RETURNING id;
@@ -206,19 +207,26 @@ input AS (
         refund_attempt bool
     )
 ),
-held AS (
-    -- each run still `running` with the attempt's token, locked, found through its primary key
-    -- (LATERAL + LIMIT): statistics taken while few runs were in flight make a scan of the
-    -- partial indexes of running runs look cheaper, and it reads every running run's index
-    -- entries, dead ones included (milliseconds per batch until the next vacuum)
-    -- (the checks stay outside: inside, the partial index's predicate would match them)
-    SELECT i.run_id FROM input i
+locked AS (
+    -- each attempt's run, locked, found through its primary key (LATERAL + LIMIT): statistics
+    -- taken while few runs were in flight make a scan of the partial indexes of running runs
+    -- look cheaper, and it reads every running run's index entries, dead ones included
+    -- (milliseconds per batch until the next vacuum). A run deleted while this waited for its
+    -- lock is absent: no attempt is recorded for it (attempts have no foreign key to runs)
+    SELECT i.*, k.token AS run_token, k.state AS run_state, k.tenant AS run_tenant,
+           k.job_id AS run_job_id
+    FROM input i
     CROSS JOIN LATERAL (
-        SELECT runs.token, runs.state, runs.tenant FROM runs
+        SELECT runs.token, runs.state, runs.tenant, runs.job_id FROM runs
         WHERE runs.id = i.run_id LIMIT 1 FOR UPDATE
     ) k
-    WHERE k.token = i.token AND k.state = 'running'
-      AND (%(tenant)s::text IS NULL OR k.tenant = %(tenant)s::text)
+),
+held AS (
+    -- each run still `running` with the attempt's token
+    -- (the checks stay outside the lookup: inside, the partial index's predicate would match)
+    SELECT l.run_id FROM locked l
+    WHERE l.run_token = l.token AND l.run_state = 'running'
+      AND (%(tenant)s::text IS NULL OR l.run_tenant = %(tenant)s::text)
 ),
 done AS (
     -- carries what the attempt record and the job need, so nothing below joins back to it
@@ -251,17 +259,14 @@ recorded AS (
            d.started_at, t.now, d.outcome, d.error_class, d.error_message, d.traceback
     FROM done d CROSS JOIN t
     UNION ALL
-    -- refused (stale) attempts: NOT IN over `done` is a hashed subplan, one probe per row.
-    -- LATERAL + LIMIT (never pulled up) keeps the run lookup on its primary key
-    SELECT i.run_id, i.token, r.job_id, r.tenant, i.number, i.worker_id, i.claimed_at,
-           i.started_at, t.now, 'stale', i.error_class, i.error_message, i.traceback
-    FROM input i
-    CROSS JOIN LATERAL (
-        SELECT runs.job_id, runs.tenant FROM runs WHERE runs.id = i.run_id LIMIT 1
-    ) r
+    -- refused (stale) attempts of the runs `locked` found (no second lookup: a run deleted
+    -- meanwhile is not there). NOT IN over `done` is a hashed subplan, one probe per row
+    SELECT l.run_id, l.token, l.run_job_id, l.run_tenant, l.number, l.worker_id, l.claimed_at,
+           l.started_at, t.now, 'stale', l.error_class, l.error_message, l.traceback
+    FROM locked l
     CROSS JOIN t
-    WHERE (i.run_id, i.token) NOT IN (SELECT d.id, d.token FROM done d)
-      AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
+    WHERE (l.run_id, l.token) NOT IN (SELECT d.id, d.token FROM done d)
+      AND (%(tenant)s::text IS NULL OR l.run_tenant = %(tenant)s::text)
     ON CONFLICT (run_id, token) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
         started_at = coalesce(attempts.started_at, excluded.started_at),

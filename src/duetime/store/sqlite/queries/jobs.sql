@@ -97,7 +97,17 @@ UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :no
 WHERE id = :id AND status IN (SELECT value FROM json_each(:from_states))
 RETURNING *;
 
+-- name: job_delete_runs
+-- A job's delete, first step: its runs, returning their ids for job_delete_attempts.
+DELETE FROM runs WHERE job_id = :id RETURNING id;
+
+-- name: job_delete_attempts
+-- The attempts of the runs job_delete_runs deleted (:ids, a JSON array): no foreign key
+-- cascades to them.
+DELETE FROM attempts WHERE run_id IN (SELECT value FROM json_each(:ids));
+
 -- name: job_delete
+-- Last: the job (its skip records go with it, ON DELETE CASCADE).
 DELETE FROM jobs WHERE id = :id;
 
 -- name: jobs_due

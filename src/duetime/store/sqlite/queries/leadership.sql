@@ -47,12 +47,21 @@ DELETE FROM nodes WHERE heartbeat_at < :before;
 DELETE FROM workers WHERE heartbeat_at < :before;
 
 -- name: history_prune_runs
+-- Up to :limit runs that ended before :before, deleted; returns their ids (the caller
+-- deletes their attempts next, in the same transaction). Never a dead letter: a `dead` run
+-- stays until it is replayed (then it is no longer dead) or its job is deleted. Seeks in
+-- runs_finished (state, finished_at) per prunable state: the dead letters are never read.
 DELETE FROM runs WHERE id IN (
     SELECT id FROM runs
-    WHERE finished_at IS NOT NULL AND finished_at < :before
-      AND state IN ('succeeded', 'dead', 'cancelled', 'skipped')
+    WHERE state IN ('succeeded', 'cancelled', 'skipped')
+      AND finished_at IS NOT NULL AND finished_at < :before
     LIMIT :limit
-);
+)
+RETURNING id;
+
+-- name: history_prune_attempts
+-- The attempts of the runs history_prune_runs just deleted (:ids, a JSON array).
+DELETE FROM attempts WHERE run_id IN (SELECT value FROM json_each(:ids));
 
 -- name: history_prune_skips
 DELETE FROM run_skips WHERE rowid IN (

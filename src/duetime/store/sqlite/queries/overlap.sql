@@ -28,14 +28,16 @@ RETURNING *;
 -- name: runs_misfire
 -- Judged at claim time: never-attempted scheduled runs older than their job's misfire grace
 -- (no worker was up). `skip` skips them all; `fire_once` skips all but the latest due one;
--- `backfill` runs them all. Returns the job's name of each run skipped.
+-- `backfill` runs them all. Through runs_misfire_due: only runs whose stored deadline
+-- (misfire_at) passed; the job's grace and policy as they are now have the last word.
+-- Returns the job's name of each run skipped.
 UPDATE runs SET
     state = 'skipped', finished_at = :now,
     reason = 'misfire_' || (SELECT jobs.misfire_policy FROM jobs WHERE jobs.id = runs.job_id)
 WHERE id IN (
     SELECT r.id FROM runs r JOIN jobs j ON j.id = r.job_id
-    WHERE r.state = 'scheduled' AND r.attempt = 0 AND r.trigger = 'schedule'
-      AND r.scheduled_for < :now
+    WHERE r.state = 'scheduled' AND r.attempt = 0 AND r.misfire_at IS NOT NULL
+      AND r.misfire_at < :now
       AND r.scheduled_for < :now - CAST(j.misfire_grace_s * 1000000 AS INTEGER)
       AND (j.misfire_policy = 'skip'
            OR (j.misfire_policy = 'fire_once' AND EXISTS (

@@ -16,7 +16,8 @@ lease_expires_at > :now
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
+    misfire_at
 )
 SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.tenant'), json_extract(r.value, '$.job_name'),
@@ -29,7 +30,7 @@ SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.delivery'), json_extract(r.value, '$.one_shot'),
        json_extract(r.value, '$.trigger'), json_extract(r.value, '$.idempotency_key'),
        json_extract(r.value, '$.request_hash'), :now, json_extract(r.value, '$.target'),
-       json_extract(r.value, '$.concurrency_key')
+       json_extract(r.value, '$.concurrency_key'), json_extract(r.value, '$.misfire_at')
 FROM json_each(:batch) AS r
 WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
