@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
+from tests.waiting import eventually
 
 from duetime.store import Store, create_store
 from duetime.store.base import JobListParams
@@ -56,3 +57,27 @@ async def test_a_connection_idle_for_a_while_is_pinged_first(
     before = len(pings)
     await store.job_list(JobListParams(tenant="default"))
     assert len(pings) - before == 1
+
+
+async def test_a_connection_the_server_closed_is_replaced_before_use(
+    store: Store, pings: list[Any], pg_url: str
+) -> None:
+    """A restart, a failover or pg_terminate_backend ends the session from the server's side:
+    the socket then has something to read, so even a connection used a moment ago is pinged —
+    and replaced — before the next statement, which succeeds."""
+    import psycopg
+
+    await store.job_list(JobListParams(tenant="default"))
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        others = "datname = current_database() AND pid <> pg_backend_pid()"
+        admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {others}")
+
+        async def all_gone() -> bool:
+            # a backend leaves pg_stat_activity after it told its client and closed the socket
+            row = admin.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {others}").fetchone()
+            return row is not None and row[0] == 0
+
+        await eventually(all_gone, what="the terminated backends to exit")
+    before = len(pings)
+    await store.job_list(JobListParams(tenant="default"))  # no AdminShutdown
+    assert len(pings) > before, "the closed connection was handed out without a ping"

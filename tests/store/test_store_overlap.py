@@ -232,3 +232,27 @@ async def test_a_serialized_run_claimed_ahead_goes_back_to_wait(store: Store, t0
     assert await complete(store, t0 + s(2), completion(first)) == [True]
     (again,) = await claim(store, t0 + s(2))
     assert again.run.id == ahead.run.id
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"misfire_policy": MisfirePolicy.BACKFILL, "misfire_grace": 10}, {"misfire_grace": 10}),
+        ({"misfire_grace": 3600}, {"misfire_grace": 10}),
+    ],
+    ids=["backfill-to-skip", "grace-shortened"],
+)
+async def test_the_misfire_judge_follows_the_jobs_settings_as_they_are_now(
+    store: Store, t0: datetime, before: dict[str, object], after: dict[str, object]
+) -> None:
+    """Runs written under one policy or grace are judged by the job's settings once they
+    change (an operator switches a backlogged job to ``skip``; a redeploy shortens the grace)."""
+    job = await job_with_runs(store, t0, "j", 1, **before)
+    changed, created = await upsert(
+        store,
+        replace(job_params("j", next_fire_at=t0), misfire_policy=MisfirePolicy.SKIP, **after),  # type: ignore[arg-type]
+    )
+    assert not created
+    assert changed.misfire_policy is MisfirePolicy.SKIP
+    assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(100))) == ["j"]
+    assert await states(store, job) == [RunState.SKIPPED]

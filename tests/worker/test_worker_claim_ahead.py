@@ -132,3 +132,48 @@ async def test_runs_held_ahead_are_handed_back_at_shutdown_not_killed(
     assert finals[executed].state is RunState.DEAD  # at-most-once, interrupted while executing
     held = [run for run_id, run in finals.items() if run_id != executed]
     assert [(r.state, r.attempt) for r in held] == [(RunState.SCHEDULED, 0)] * 4
+
+
+async def test_no_run_waits_held_behind_long_runs(app: AsyncApp) -> None:
+    """Short runs keep the measured slot time low; then long runs take both slots. Runs of
+    another job due meanwhile are not left waiting in the worker, started and unchecked: they
+    are back in the queue (or never left it), so cancelling their job ends them and none runs."""
+    executed: list[object] = []
+    slow_in = asyncio.Semaphore(0)
+    release = asyncio.Event()
+
+    @app.task("mix.fast")
+    async def fast(ctx: Any, payload: object) -> None:
+        executed.append(ctx.run_id)
+
+    @app.task("mix.slow")
+    async def slow(ctx: Any, payload: object) -> None:
+        slow_in.release()
+        await release.wait()
+
+    fast_job = await app.schedule("fast", task="mix.fast", at=FAR, overlap="allow")
+    slow_job = await app.schedule("slow", task="mix.slow", at=FAR, overlap="allow")
+    warm = [await app.trigger(fast_job.id) for _ in range(100)]
+    async with serving(app, worker_concurrency=2, worker_batch=100) as worker:
+
+        async def warmed() -> bool:
+            return len(executed) == len(warm)
+
+        await eventually(warmed, what="the warm-up runs")
+        for _ in range(2):
+            await app.trigger(slow_job.id)
+        await slow_in.acquire()
+        await slow_in.acquire()  # both slots are held by long runs
+        victim_job = await app.schedule("victim", task="mix.fast", at=FAR, overlap="allow")
+        victims = [await app.trigger(victim_job.id) for _ in range(10)]
+
+        async def none_held() -> bool:
+            states = [(await app.run(v.id)).state for v in victims]
+            return worker.in_flight == 2 and all(s is RunState.SCHEDULED for s in states)
+
+        await eventually(none_held, what="the victims back in the queue, not held")
+        await app.cancel(victim_job.id)
+        release.set()
+    finals = [(await app.run(v.id)).state for v in victims]
+    assert finals == [RunState.CANCELLED] * 10
+    assert not {v.id for v in victims} & set(executed), "a cancelled job's run executed"

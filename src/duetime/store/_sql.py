@@ -961,6 +961,9 @@ class SQLTransaction:
         row = await self._store._one(
             self._conn, "job_update", **values, status=str(status), now=now
         )
+        if (params.misfire_policy, params.misfire_grace) != (job.misfire_policy, job.misfire_grace):
+            # the runs written already judge misfires by the job's new policy and grace
+            await self._store._exec(self._conn, "runs_misfire_deadlines", job_id=job.id)
         return _rows.job_from_row(row, self._store.codec)
 
     async def jobs_advance(self, advances: Sequence[tuple[uuid.UUID, datetime | None]]) -> None:

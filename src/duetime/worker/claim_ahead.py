@@ -9,14 +9,25 @@ measured time a run holds a slot and the measured claim latency. Long tasks get 
 worker could start sooner; ``worker_concurrency`` stays the ceiling on runs executing at once.
 
 Runs claimed ahead are started by the claim (as every due run is) and wait for a slot in claim
-order: a run's ``started_at`` may precede its call by up to the claim-ahead window (a few
-milliseconds), and a worker that dies loses at most that window's runs besides the ones it was
-executing (docs/decisions/0009-claim-ahead.md).
+order, at most :data:`HELD_WAIT_LIMIT` (then they are handed back): nothing re-checks their job
+or token before the call, so that wait bounds how long a cancel may miss them, how early their
+``started_at`` may be, and what a worker that dies loses besides the runs it was executing
+(docs/decisions/0009-claim-ahead.md). While a slot is held longer than that (long runs), the
+worker claims nothing ahead.
 """
 
 from __future__ import annotations
 
-__all__ = ["ClaimAhead"]
+from datetime import datetime
+
+from duetime._types import AttemptOutcome, RunState
+from duetime.worker.retry import Decision
+
+__all__ = ["HELD_WAIT_LIMIT", "ClaimAhead", "held_too_long"]
+
+HELD_WAIT_LIMIT = 0.1
+"""Seconds a run claimed ahead may wait for a slot before it is handed back; and while any
+slot has been held longer than this (a long run), the worker claims nothing ahead."""
 
 _CLAIM_WEIGHT = 0.2
 """Weight of the newest claim latency in its moving average."""
@@ -56,3 +67,16 @@ class ClaimAhead:
             return 0
         ahead = self._rounds * self._claim * self._slots / self._serve
         return min(self._most, int(ahead))
+
+
+def held_too_long(now: datetime) -> Decision:
+    """The outcome of a run claimed ahead that found no slot within :data:`HELD_WAIT_LIMIT`:
+    back to ``scheduled`` at once (its attempt refunded: it never began here)."""
+    return Decision(
+        AttemptOutcome.CANCELLED,
+        RunState.SCHEDULED,
+        now,
+        "handed_back",
+        None,
+        f"held ahead of a free slot for {HELD_WAIT_LIMIT:g} s; handed back",
+    )

@@ -51,7 +51,7 @@ from duetime.store.base import (
 from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
 from duetime.targets.python import TaskRegistry, invoke
-from duetime.worker.claim_ahead import ClaimAhead
+from duetime.worker.claim_ahead import HELD_WAIT_LIMIT, ClaimAhead, held_too_long
 from duetime.worker.completer import Completer, CompletionListener
 from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
@@ -166,6 +166,8 @@ class Worker:
             most=settings.worker_batch,
             rounds=settings.worker_claim_ahead,
         )
+        self._slot_holders: dict[uuid.UUID, float] = {}
+        """Runs holding a slot, since when (``perf_counter``), oldest first."""
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
         self._claiming = True
@@ -326,7 +328,7 @@ class Worker:
 
     async def _produce(self, stop: asyncio.Event) -> None:
         while self._claiming and not stop.is_set():
-            room = self.settings.worker_concurrency + self._ahead.allowance() - len(self._inflight)
+            room = self.settings.worker_concurrency + self._claim_allowance() - len(self._inflight)
             if room <= 0:
                 self._slot_freed.clear()
                 await first_of(stop.wait(), self._slot_freed.wait())
@@ -437,10 +439,15 @@ class Worker:
             try:
                 if item.stopped:  # cancelled before this task began (Worker._cancel)
                     raise asyncio.CancelledError
-                await self._slots.acquire()  # claimed ahead of a free slot: waits here
-                slot_since = time.perf_counter()
-                item.slotted = True
-                if item.started_at is not None or await self._start_at_instant(item):
+                if await self._take_slot(item):
+                    slot_since = time.perf_counter()
+                    self._slot_holders[run.id] = slot_since
+                else:  # held ahead too long: back to the queue, where others may take it
+                    item.started_at = None
+                    decision = held_too_long(self._db_now())
+                if decision is None and (
+                    item.started_at is not None or await self._start_at_instant(item)
+                ):
                     if _tracing.enabled():
                         fields = {**run_fields(run), "task": run.task}
                         attributes = {f"duetime.{k}": v for k, v in fields.items()}
@@ -461,10 +468,33 @@ class Worker:
         finally:
             if slot_since is not None:
                 self._slots.release()
+                self._slot_holders.pop(run.id, None)
                 self._ahead.served(time.perf_counter() - slot_since)
             item.done = True
             self._inflight.pop(run.id, None)
             self._slot_freed.set()
+
+    async def _take_slot(self, item: _InFlight) -> bool:
+        """Take one of the worker's slots (``item.slotted``). A run claimed ahead of a free
+        slot waits at most :data:`HELD_WAIT_LIMIT`: it was started by its claim but nothing
+        re-checks its job or token before its call, so it may not wait behind long runs;
+        False (not taken) when that wait ran out."""
+        try:
+            async with asyncio.timeout(HELD_WAIT_LIMIT):
+                await self._slots.acquire()
+        except TimeoutError:
+            return False
+        item.slotted = True
+        return True
+
+    def _claim_allowance(self) -> int:
+        """Runs to claim beyond the free slots: none while a slot has been held longer than a
+        held run may wait (a long run, or one waiting for its instant), else what the slots
+        finish while the next claim travels (worker/claim_ahead.py)."""
+        oldest = next(iter(self._slot_holders.values()), None)
+        if oldest is not None and time.perf_counter() - oldest > HELD_WAIT_LIMIT:
+            return 0
+        return self._ahead.allowance()
 
     async def _start_at_instant(self, item: _InFlight) -> bool:
         """Write the run's start shortly before its instant (the starter's lead), then wait for

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import time
 import uuid
 import weakref
@@ -92,6 +93,18 @@ _COPY_PART = 500
 encoded, and the event loop gets a turn between parts."""
 
 
+def _has_unread_input(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """True if an idle connection's socket is readable (the server spoke unasked, or closed
+    it) or the connection is already known to be closed; a zero-timeout poll, no round trip."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
 def _params(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _encode(v) for k, v in values.items()}
 
@@ -135,12 +148,17 @@ class PostgresStore(PostgresLongRuns, SQLStore):
 
     async def _check_connection(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before it hands a connection out: a ping (one round trip) unless
-        the connection answered a statement less than :data:`_TRUSTED_FOR` seconds ago — on
-        the hot paths that is every checkout, and the ping doubled their round trips. A
-        connection that died within that second fails its statement instead; every caller
-        already survives that (a connection can die mid-use too)."""
+        the connection answered a statement less than :data:`_TRUSTED_FOR` seconds ago and
+        nothing has arrived on it since — on the hot paths that is every checkout, and the
+        ping doubled their round trips. A server that ends a session (restart, failover,
+        ``pg_terminate_backend``) sends a message and closes the socket: an idle pooled
+        connection with anything to read is pinged (and replaced) before use."""
         used = self._last_used.get(conn)
-        if used is not None and time.monotonic() - used < _TRUSTED_FOR:
+        if (
+            used is not None
+            and time.monotonic() - used < _TRUSTED_FOR
+            and not _has_unread_input(conn)
+        ):
             return
         await AsyncConnectionPool.check_connection(conn)
 

@@ -55,6 +55,16 @@ FROM missed, t
 WHERE runs.id = missed.id
 RETURNING missed.name;
 
+-- name: runs_misfire_deadlines
+-- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or
+-- claimed ahead of their instant) take the deadline the job's settings now give.
+UPDATE runs r SET misfire_at = CASE WHEN j.misfire_policy = 'backfill' THEN NULL
+                               ELSE r.scheduled_for + make_interval(secs => j.misfire_grace_s)
+                               END
+FROM jobs j
+WHERE j.id = %(job_id)s AND r.job_id = j.id AND r.trigger = 'schedule'
+  AND (r.state = 'scheduled' OR (r.state = 'running' AND r.started_at IS NULL));
+
 -- name: run_start_overlap_info
 SELECT runs.concurrency_key, runs.trigger, jobs.overlap_policy, jobs.max_concurrency
 FROM runs JOIN jobs ON jobs.id = runs.job_id

@@ -5,7 +5,8 @@
 ALTER TABLE runs ADD COLUMN misfire_at INTEGER;
 UPDATE runs SET misfire_at = scheduled_for + CAST((
     SELECT j.misfire_grace_s FROM jobs j WHERE j.id = runs.job_id) * 1000000 AS INTEGER)
-WHERE state = 'scheduled' AND attempt = 0 AND trigger = 'schedule'
+WHERE trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
   AND (SELECT j.misfire_policy FROM jobs j WHERE j.id = runs.job_id) IN ('skip', 'fire_once');
 DROP INDEX runs_waiting;
 CREATE INDEX runs_misfire_due ON runs (misfire_at)

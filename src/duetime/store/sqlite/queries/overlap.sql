@@ -48,6 +48,16 @@ WHERE id IN (
 )
 RETURNING (SELECT jobs.name FROM jobs WHERE jobs.id = runs.job_id) AS name;
 
+-- name: runs_misfire_deadlines
+-- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or
+-- claimed ahead of their instant) take the deadline the job's settings now give.
+UPDATE runs SET misfire_at = (
+    SELECT CASE WHEN j.misfire_policy = 'backfill' THEN NULL
+                ELSE runs.scheduled_for + CAST(j.misfire_grace_s * 1000000 AS INTEGER) END
+    FROM jobs j WHERE j.id = runs.job_id)
+WHERE job_id = :job_id AND trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
+
 -- name: run_start_overlap_info
 SELECT runs.concurrency_key, runs.trigger, jobs.overlap_policy, jobs.max_concurrency
 FROM runs JOIN jobs ON jobs.id = runs.job_id
