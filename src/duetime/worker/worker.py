@@ -479,11 +479,14 @@ class Worker:
         slot waits at most :data:`HELD_WAIT_LIMIT`: it was started by its claim but nothing
         re-checks its job or token before its call, so it may not wait behind long runs;
         False (not taken) when that wait ran out."""
-        try:
-            async with asyncio.timeout(HELD_WAIT_LIMIT):
-                await self._slots.acquire()
-        except TimeoutError:
-            return False
+        if not self._slots.locked():
+            await self._slots.acquire()  # a free slot: taken without waiting (and no timer)
+        else:
+            try:
+                async with asyncio.timeout(HELD_WAIT_LIMIT):
+                    await self._slots.acquire()
+            except TimeoutError:
+                return False
         item.slotted = True
         return True
 

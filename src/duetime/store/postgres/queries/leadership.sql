@@ -58,20 +58,24 @@ DELETE FROM workers WHERE heartbeat_at < %(before)s;
 -- letter: a `dead` run stays until it is replayed (then it is no longer dead) or its job is
 -- deleted. One range of runs_finished (state, finished_at) per prunable state: the dead
 -- letters kept below the cut are never read. A run locked by another transaction (a
--- completion recording a refused attempt for it) is skipped until a later pass.
-DELETE FROM runs WHERE id IN (
+-- completion recording a refused attempt for it) is skipped until a later pass. The pick is
+-- a materialized CTE: inside `IN (…)` a LIMIT … SKIP LOCKED subquery may be run more than
+-- once by the plan and so delete more than %(limit)s runs.
+WITH picked AS MATERIALIZED (
     SELECT r.id FROM unnest(ARRAY['succeeded', 'cancelled', 'skipped']) AS s(state)
     CROSS JOIN LATERAL (
-        SELECT runs.id FROM runs
+        SELECT runs.id, runs.finished_at FROM runs
         WHERE runs.state = s.state AND runs.finished_at IS NOT NULL
           AND runs.finished_at < %(before)s
         ORDER BY runs.finished_at
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) r
+    ORDER BY r.finished_at
     LIMIT %(limit)s
 )
-RETURNING id;
+DELETE FROM runs USING picked WHERE runs.id = picked.id
+RETURNING runs.id;
 
 -- name: history_prune_attempts
 -- The attempts of the runs history_prune_runs just deleted (%(ids)s). A statement of its own,

@@ -55,6 +55,7 @@ DELETE FROM runs WHERE id IN (
     SELECT id FROM runs
     WHERE state IN ('succeeded', 'cancelled', 'skipped')
       AND finished_at IS NOT NULL AND finished_at < :before
+    ORDER BY finished_at
     LIMIT :limit
 )
 RETURNING id;
