@@ -88,6 +88,13 @@ class _InFlight:
     slotted: bool = False
     """It holds one of the worker's slots (a run claimed ahead waits for one: until then it
     has not begun here, whatever the claim stamped, and a shutdown hands it back at once)."""
+
+    @property
+    def started_here(self) -> datetime | None:
+        """When the run started, if it began on this worker: the start a run held ahead of a
+        free slot got from its claim does not count (it is handed back, attempt refunded)."""
+        return self.started_at if self.slotted else None
+
     stopped: bool = False
     """Cancelled (shutdown, lease lost or cancel requested), perhaps before its task began."""
     done: bool = field(default=False)
@@ -291,7 +298,7 @@ class Worker:
         """Hand back the runs that have not begun: claimed ahead of their instant, or held
         ahead of a free slot (worker/claim_ahead.py)."""
         for item in items:
-            if (item.started_at is None or not item.slotted) and item.task is not None:
+            if item.started_here is None and item.task is not None:
                 item.handed_back = True
                 cls._cancel(item)
 
@@ -433,17 +440,13 @@ class Worker:
             lease_ttl=self.settings.lease_ttl,
             request_heartbeat=self._beat_now.set,
         )
-        slot_since: float | None = None
         try:
             decision: Decision | None = None
             try:
                 if item.stopped:  # cancelled before this task began (Worker._cancel)
                     raise asyncio.CancelledError
-                if await self._take_slot(item):
-                    slot_since = time.perf_counter()
-                    self._slot_holders[run.id] = slot_since
-                else:  # held ahead too long: back to the queue, where others may take it
-                    item.started_at = None
+                if not await self._take_slot(item):
+                    # held ahead too long: back to the queue, where others may take it
                     decision = held_too_long(self._db_now())
                 if decision is None and (
                     item.started_at is not None or await self._start_at_instant(item)
@@ -457,8 +460,6 @@ class Worker:
                         decision = await self._call(item)
             except asyncio.CancelledError:
                 session.signal_cancel()
-                if not item.slotted:
-                    item.started_at = None  # never began here: handed back, its attempt refunded
                 decision = self._interrupted(item)
             if session.idle:
                 self._finish_now(item, decision)
@@ -466,9 +467,9 @@ class Worker:
                 # the outcome must be written even if a cancel arrives meanwhile
                 await uncancellable(self._finish(item, decision))
         finally:
+            slot_since = self._slot_holders.pop(run.id, None)
             if slot_since is not None:
                 self._slots.release()
-                self._slot_holders.pop(run.id, None)
                 self._ahead.served(time.perf_counter() - slot_since)
             item.done = True
             self._inflight.pop(run.id, None)
@@ -488,6 +489,7 @@ class Worker:
             except TimeoutError:
                 return False
         item.slotted = True
+        self._slot_holders[item.claimed.run.id] = time.perf_counter()
         return True
 
     def _claim_allowance(self) -> int:
@@ -668,7 +670,7 @@ class Worker:
             return Decision(
                 AttemptOutcome.CANCELLED, RunState.SCHEDULED, None, "lease_lost", None, "lease lost"
             )
-        started = item.started_at is not None
+        started = item.started_here is not None
         if started and item.claimed.delivery is DeliveryMode.AT_MOST_ONCE:
             return Decision(
                 AttemptOutcome.CANCELLED,
@@ -743,7 +745,7 @@ class Worker:
             worker_id=self.id,
             attempt=run.attempt,
             claimed_at=claimed_at,
-            started_at=item.started_at,
+            started_at=item.started_here,
             outcome=decision.outcome,
             next_state=decision.next_state,
             available_at=decision.available_at,
@@ -752,7 +754,7 @@ class Worker:
             error_message=decision.error_message,
             traceback=decision.traceback,
             completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
-            refund_attempt=item.started_at is None,
+            refund_attempt=item.started_here is None,
         )
 
     # --- heartbeat ------------------------------------------------------------------------
