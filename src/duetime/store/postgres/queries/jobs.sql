@@ -18,9 +18,9 @@ ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
--- Returns the job with `next_occurrence_at` (see job_with_next_occurrence): a kept schedule may have runs
--- written ahead.
-UPDATE jobs SET
+-- Returns the job with `next_occurrence_at` (next_occurrence_of_j): a kept schedule may have
+-- runs written ahead.
+UPDATE jobs j SET
     task = %(task)s, payload = %(payload)s::json, schedule_kind = %(schedule_kind)s,
     cron = %(cron)s, tz = %(tz)s, at_instant = %(at_instant)s, every_us = %(every_us)s,
     anchor = %(anchor)s, status = %(status)s, priority = %(priority)s,
@@ -34,29 +34,25 @@ UPDATE jobs SET
     concurrency_key = %(concurrency_key)s, max_backfill = %(max_backfill)s,
     sla_s = %(sla_s)s, expected_duration_s = %(expected_duration_s)s, jitter_s = %(jitter_s)s,
     declared_delay_us = %(declared_delay_us)s
-WHERE id = %(id)s
-RETURNING *, LEAST(next_fire_at, (
-    SELECT min(r.scheduled_for) FROM runs r
-    WHERE r.job_id = jobs.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
-      AND r.trigger = 'schedule'
-)) AS next_occurrence_at;
+WHERE j.id = %(id)s
+RETURNING j.*, {{next_occurrence_of_j}};
 
--- fragment: job_with_next_occurrence
--- `next_occurrence_at`: the earliest occurrence not fired yet — the scheduler writes runs ahead
--- of their instant and moves `next_fire_at` past them, so the earliest of those never started
--- (index runs_job_unfired) comes first when there is one.
-SELECT j.*, LEAST(j.next_fire_at, (
+-- fragment: next_occurrence_of_j
+-- `next_occurrence_at` of the job `j`: the earliest occurrence not fired yet — the scheduler
+-- writes runs ahead of their instant and moves `next_fire_at` past them, so the earliest of
+-- those never started (index runs_job_unfired) comes first when there is one.
+LEAST(j.next_fire_at, (
     SELECT min(r.scheduled_for) FROM runs r
     WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
       AND r.trigger = 'schedule'
 )) AS next_occurrence_at
-FROM jobs j
 
 -- name: job_get_by_id
-{{job_with_next_occurrence}} WHERE j.tenant = %(tenant)s AND j.id = %(id)s;
+SELECT j.*, {{next_occurrence_of_j}} FROM jobs j WHERE j.tenant = %(tenant)s AND j.id = %(id)s;
 
 -- name: job_get_by_name
-{{job_with_next_occurrence}} WHERE j.tenant = %(tenant)s AND j.name = %(name)s;
+SELECT j.*, {{next_occurrence_of_j}} FROM jobs j
+WHERE j.tenant = %(tenant)s AND j.name = %(name)s;
 
 -- name: job_lock_by_id
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
@@ -65,9 +61,8 @@ SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDATE;
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- name: job_list
--- The page first, then each of its jobs' earliest unfired run (one index probe per job, as in
--- job_get_by_id).
-SELECT j.*, LEAST(j.next_fire_at, u.first_at) AS next_occurrence_at
+-- The page first, then each of its jobs' earliest unfired run (one index probe per job).
+SELECT j.*, {{next_occurrence_of_j}}
 FROM (
     SELECT * FROM jobs
     WHERE tenant = %(tenant)s
@@ -78,11 +73,6 @@ FROM (
     ORDER BY name
     LIMIT %(limit)s
 ) j
-CROSS JOIN LATERAL (
-    SELECT min(r.scheduled_for) AS first_at FROM runs r
-    WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
-      AND r.trigger = 'schedule'
-) u
 ORDER BY j.name;
 
 -- name: job_set_status

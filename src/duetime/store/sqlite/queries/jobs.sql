@@ -16,8 +16,8 @@ ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
 
 -- name: job_update
--- Returns the job with `next_occurrence_at` (see job_with_next_occurrence): a kept schedule may have runs
--- written ahead.
+-- Returns the job with `next_occurrence_at` (next_occurrence_of_j): a kept schedule may have
+-- runs written ahead.
 UPDATE jobs SET
     task = :task, payload = :payload, schedule_kind = :schedule_kind, cron = :cron, tz = :tz,
     at_instant = :at_instant, every_us = :every_us, anchor = :anchor, status = :status,
@@ -30,6 +30,7 @@ UPDATE jobs SET
     max_backfill = :max_backfill, sla_s = :sla_s, expected_duration_s = :expected_duration_s,
     jitter_s = :jitter_s, declared_delay_us = :declared_delay_us
 WHERE id = :id
+-- next_occurrence_of_j spelled for `jobs`: SQLite's RETURNING cannot name the table's alias
 RETURNING *, (
     SELECT min(t) FROM (
         SELECT jobs.next_fire_at AS t
@@ -40,11 +41,11 @@ RETURNING *, (
     )
 ) AS next_occurrence_at;
 
--- fragment: job_with_next_occurrence
--- `next_occurrence_at`: the earliest occurrence not fired yet — the scheduler writes runs ahead
--- of their instant and moves `next_fire_at` past them, so the earliest of those never started
--- (index runs_job_unfired) comes first when there is one.
-SELECT j.*, (
+-- fragment: next_occurrence_of_j
+-- `next_occurrence_at` of the job `j`: the earliest occurrence not fired yet — the scheduler
+-- writes runs ahead of their instant and moves `next_fire_at` past them, so the earliest of
+-- those never started (index runs_job_unfired) comes first when there is one.
+(
     SELECT min(t) FROM (
         SELECT j.next_fire_at AS t
         UNION ALL
@@ -53,13 +54,12 @@ SELECT j.*, (
           AND r.trigger = 'schedule'
     )
 ) AS next_occurrence_at
-FROM jobs j
 
 -- name: job_get_by_id
-{{job_with_next_occurrence}} WHERE j.tenant = :tenant AND j.id = :id;
+SELECT j.*, {{next_occurrence_of_j}} FROM jobs j WHERE j.tenant = :tenant AND j.id = :id;
 
 -- name: job_get_by_name
-{{job_with_next_occurrence}} WHERE j.tenant = :tenant AND j.name = :name;
+SELECT j.*, {{next_occurrence_of_j}} FROM jobs j WHERE j.tenant = :tenant AND j.name = :name;
 
 -- name: job_lock_by_id
 -- No row locks in SQLite: the caller's BEGIN IMMEDIATE already holds the database.
@@ -69,17 +69,8 @@ SELECT * FROM jobs WHERE tenant = :tenant AND id = :id;
 SELECT * FROM jobs WHERE tenant = :tenant AND name = :name;
 
 -- name: job_list
--- The page first, then each of its jobs' earliest unfired run (one index probe per job, as in
--- job_get_by_id).
-SELECT j.*, (
-    SELECT min(t) FROM (
-        SELECT j.next_fire_at AS t
-        UNION ALL
-        SELECT min(r.scheduled_for) FROM runs r
-        WHERE r.job_id = j.id AND r.state IN ('scheduled', 'running') AND r.started_at IS NULL
-          AND r.trigger = 'schedule'
-    )
-) AS next_occurrence_at
+-- The page first, then each of its jobs' earliest unfired run (one index probe per job).
+SELECT j.*, {{next_occurrence_of_j}}
 FROM (
     SELECT * FROM jobs
     WHERE tenant = :tenant
