@@ -35,6 +35,7 @@ finish in ``--timeout`` seconds, fewer succeeded runs than N).
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -131,7 +132,9 @@ class Database:
             self.drop()
             raise
 
-    def query(self, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def query(
+        self, text: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
         if self.store == "postgres":
             with psycopg.connect(self.url, autocommit=True) as conn:
                 sql_text = text.replace("?", "%s")
@@ -326,10 +329,15 @@ def duetime_burndown(
     mix: str = "uniform",
     profile: Path | None = None,
     timeout: float = 600.0,
+    prepare: Callable[[Database], None] | None = None,
+    alongside: Callable[[Database], Callable[[], dict[str, float]]] | None = None,
 ) -> dict[str, Any]:
     """One burn-down of ``runs`` measured runs; returns its figures (runs_per_s, enqueue
     rates, CPU per run). ``defaults``: the workers get no settings at all (the product's
-    defaults) instead of the benchmark's. Raises :class:`BenchError` when a step fails."""
+    defaults) instead of the benchmark's. ``prepare`` fills the database before the workers
+    start; ``alongside`` starts something that runs during the burn-down (from just before
+    the measured runs exist) and returns how to stop it, whose figures join the result.
+    Raises :class:`BenchError` when a step fails."""
     if defaults:
         settings: dict[str, object] = {}
     else:
@@ -343,10 +351,13 @@ def duetime_burndown(
     spy: subprocess.Popen[bytes] | None = None
     waiter: _Waiter | None = None
     backends: BackendMeter | None = None
+    stop_alongside: Callable[[], dict[str, float]] | None = None
     try:
         template, trigger_rate = asyncio.run(_seed(db.url, task, mix))
         # the trigger-rate runs are not part of the burn-down
         db.query("DELETE FROM runs WHERE job_name = 'bench.trigger'")
+        if prepare is not None:
+            prepare(db)
         env = measured_env(database_url=db.url, **settings)
         procs = [
             spawn([sys.executable, "-m", "duetime", "worker", "--log-level", "warning"], env)
@@ -379,6 +390,7 @@ def duetime_burndown(
                 backends.start()
             meters.append(CpuMeter([p.pid for p in procs]))
 
+        stop_alongside = alongside(db) if alongside is not None else None
         enqueue_s = db.clone_runs(template, runs, mix=mix, before_commit=start_measuring)
 
         def tick() -> None:
@@ -389,9 +401,12 @@ def duetime_burndown(
         wait_for(f"burn-down of {runs:,} runs", waiter.settled, timeout, 1.0, tick)
         cpu = meters[0].stop()
         db_cpu = backends.stop() if backends is not None else {}
+        beside = stop_alongside() if stop_alongside is not None else {}
         if spy is not None:
             spy.send_signal(2)
             spy.wait(30)
+        if os.environ.get("DUETIME_BENCH_STATEMENTS") and store == "postgres":
+            _print_statements(db)
         succeeded, attempts, span = _figures(db)
         errors = stop_all(procs)
         procs = []
@@ -418,6 +433,7 @@ def duetime_burndown(
             "server_cpu_us_per_run": cpu["pg_cpu_s"] / runs * 1e6,
             "worker_cpu_us_per_run": cpu["app_cpu_s"] / runs * 1e6,
         }
+        result.update(beside)
         if "backend_cpu_s" in db_cpu:
             result["pg_cpu_us_per_run"] = db_cpu["backend_cpu_s"] / runs * 1e6
         if "statements_s" in db_cpu:
@@ -428,12 +444,34 @@ def duetime_burndown(
     finally:
         if spy is not None and spy.poll() is None:
             spy.kill()
+        if stop_alongside is not None:
+            stop_alongside()  # idempotent: a second call after the figures changes nothing
         stop_all(procs)
         if waiter is not None:
             waiter.close()
         if backends is not None:
             backends.close()
         db.drop()
+
+
+def _print_statements(db: Database) -> None:
+    """With DUETIME_BENCH_STATEMENTS set: the measured statements that took longest, and
+    what autovacuum did to ``runs`` meanwhile (to stderr; not a figure of the benchmark)."""
+    rows = db.query(
+        "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), "
+        "rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 70) FROM pg_stat_statements "
+        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "ORDER BY total_exec_time DESC LIMIT 5"
+    )
+    for calls, total, mean, count, text in rows:
+        print(f"  {calls:>6} calls {total:>9} ms (mean {mean} ms) {count:>7} rows  {text}",
+              file=sys.stderr)  # fmt: skip
+    vac = db.query(
+        "SELECT autovacuum_count, autoanalyze_count, n_dead_tup FROM pg_stat_user_tables "
+        "WHERE relname = 'runs'"
+    )
+    print(f"  runs: autovacuums {vac[0][0]}, autoanalyzes {vac[0][1]}, dead {vac[0][2]}",
+          file=sys.stderr)  # fmt: skip
 
 
 def settings_label(result: dict[str, Any]) -> str:

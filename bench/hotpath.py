@@ -174,7 +174,7 @@ def _claim_statement(batch: int) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {
         "worker_id": "explain", "lease_ttl": 30.0, "lookahead": 1.0,
         "tasks": ["duetime.noop"], "limit": batch, "now": None, "tenant": None,
-        "queues": None, "aging_us": 0, "aging_cap": 0, "only_fast": True,
+        "queues": None, "aging_us": 0, "aging_cap": 0, "only_fast": True, "share": True,
     }  # fmt: skip
     return queries[name], params
 

@@ -8,8 +8,12 @@ from its job, returning the row, as a sequential loop over one connection), ``ap
 (one ``AsyncApp`` on PostgreSQL, sequential awaits), and ``POST …/trigger`` over one keep-alive
 HTTP connection to a ``duetime server`` started on a free port with an operator key. It reports
 triggers per second (median and spread over the rounds), each as a ratio to the minimal
-script of the same round, and the HTTP latencies (p50, p99). Exits non-zero with the reason
-when a step fails.
+script of the same round, the client's CPU per trigger (this process, ``time.process_time``:
+less disturbed by other load on the machine than the rates), the HTTP latencies (p50, p99) and
+the server's CPU per ``POST`` (``/proc``) and the database statements each ``POST`` cost
+(pg_stat_statements in the bench database, when the server preloads it: 1 means the API key
+was served from the server's verified-key cache).
+Exits non-zero with the reason when a step fails.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -35,6 +40,8 @@ from bench._common import (
     guarded_main,
     migrate,
     percentile,
+    pg_stat_statements_ready,
+    proc_cpu_seconds,
     report,
     run_cli,
     spawn,
@@ -61,23 +68,52 @@ RETURNING *
 """
 
 
-async def minimal(url: str, count: int) -> float:
+STATEMENTS_RUN = """
+SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Sequential:
+    """One sequential measurement: triggers per second and client CPU (µs) per trigger."""
+
+    rate: float
+    cpu_us: float
+
+    @classmethod
+    def since(cls, count: int, start: float, cpu_start: float) -> Sequential:
+        return cls(
+            count / (time.perf_counter() - start),
+            (time.process_time() - cpu_start) / count * 1e6,
+        )
+
+
+async def minimal(url: str, count: int) -> Sequential:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(count):
             run_id = uuid.uuid4()
             cur = await conn.execute(MINIMAL_TRIGGER, {"id": run_id, "key": f"auto:{run_id}"})
             if await cur.fetchone() is None:
                 raise BenchError("the minimal trigger inserted nothing")
-        return count / (time.perf_counter() - start)
+        return Sequential.since(count, start, cpu_start)
 
 
-async def app_trigger(url: str, count: int) -> float:
+async def app_trigger(url: str, count: int) -> Sequential:
     async with AsyncApp(url, migrate=False) as app:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(count):
             await app.trigger("bench.trigger")
-        return count / (time.perf_counter() - start)
+        return Sequential.since(count, start, cpu_start)
+
+
+def statements_run(url: str) -> int:
+    """Statements the bench database has run so far (pg_stat_statements; this query
+    included)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(STATEMENTS_RUN).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 async def http_trigger(base: str, key: str, job_id: str, count: int) -> tuple[float, list[float]]:
@@ -148,6 +184,7 @@ def main() -> None:
             run_cli(["keys", "create", "--db", url, "--role", "operator", "--json"])
         )
         key = created["key"]
+        counted = pg_stat_statements_ready(url)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         server = spawn(
@@ -155,26 +192,38 @@ def main() -> None:
             env=duetime_env(log_level="warning", api_rate_limit=0),
         )
         asyncio.run(wait_ready(base, server))
-        mini: list[float] = []
-        app_rates: list[float] = []
+        minis: list[Sequential] = []
+        apps: list[Sequential] = []
         http_rates: list[float] = []
         lat: list[float] = []
+        per_post: list[float] = []
+        server_cpu: list[float] = []
         for _ in range(args.rounds):
-            mini.append(asyncio.run(minimal(url, args.count)))
-            app_rates.append(asyncio.run(app_trigger(url, args.count)))
+            minis.append(asyncio.run(minimal(url, args.count)))
+            apps.append(asyncio.run(app_trigger(url, args.count)))
+            before = statements_run(url) if counted else 0
+            cpu_before = proc_cpu_seconds(server.pid)
             rate, latencies = asyncio.run(http_trigger(base, key, job_id, args.count))
+            server_cpu.append((proc_cpu_seconds(server.pid) - cpu_before) / args.count * 1e6)
+            if counted:  # less the counting query itself
+                per_post.append((statements_run(url) - before - 1) / args.count)
             http_rates.append(rate)
             lat.extend(latencies)
-        app_ratio = Spread.of([a / m for a, m in zip(app_rates, mini, strict=True)])
+        mini = [m.rate for m in minis]
+        app_ratio = Spread.of([a.rate / m for a, m in zip(apps, mini, strict=True)])
         http_ratio = Spread.of([h / m for h, m in zip(http_rates, mini, strict=True)])
+        statements = Spread.of(per_post).show(".2f") if per_post else "n/a"
         lines = [
-            f"minimal script: {Spread.of(mini).show()} triggers/s",
-            f"app.trigger: {Spread.of(app_rates).show()} triggers/s, "
-            f"{app_ratio.show('.2f')} of the minimal script",
+            f"minimal script: {Spread.of(mini).show()} triggers/s, "
+            f"{Spread.of([m.cpu_us for m in minis]).show()} µs of client CPU a trigger",
+            f"app.trigger: {Spread.of([a.rate for a in apps]).show()} triggers/s, "
+            f"{app_ratio.show('.2f')} of the minimal script; "
+            f"{Spread.of([a.cpu_us for a in apps]).show()} µs of client CPU a trigger",
             f"POST …/trigger (one keep-alive connection, operator key): "
             f"{Spread.of(http_rates).show()} triggers/s, {http_ratio.show('.2f')} of the "
             f"minimal script; latency p50 {percentile(lat, 50):.2f} ms, "
-            f"p99 {percentile(lat, 99):.2f} ms",
+            f"p99 {percentile(lat, 99):.2f} ms; {Spread.of(server_cpu).show()} µs of server CPU "
+            f"and {statements} database statements a request",
         ]
         report(f"sequential triggers ({args.count} a round)", lines, record=args.record)
     except (KeyError, aiohttp.ClientError) as exc:

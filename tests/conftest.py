@@ -215,7 +215,8 @@ def pg_shared_schema(pg_database: str) -> Iterator[SharedSchema]:
 
 def empty_pg_schema(conn: Any) -> None:
     """Delete every row of every table in the connection's schema except the migrations
-    record, referencing tables first; the schema itself stays."""
+    record, referencing tables first, and drop the weekly attempt partitions a test made; the
+    schema itself stays."""
     tables = {
         r[0]
         for r in conn.execute(
@@ -245,7 +246,18 @@ def empty_pg_schema(conn: Any) -> None:
         left -= set(ready)
     from psycopg import sql
 
+    weekly = [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r' "
+            "AND c.relname LIKE 'attempts\\_w%'"
+        )
+    ]
     with conn.transaction():
+        for partition in weekly:  # a test that made attempt partitions leaves none behind
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(partition)))
         if order or not tables:
             for table in order:
                 conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))

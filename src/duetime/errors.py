@@ -32,6 +32,20 @@ class SchemaError(DuetimeError):
     """The database schema is missing, or newer than this version of duetime understands."""
 
 
+class NodesStillRunning(SchemaError):
+    """A pending migration needs every node of the previous release stopped (it is not a
+    rolling upgrade), and these ``nodes`` (``host:pid (roles)``) still heartbeat."""
+
+    def __init__(self, migration: str, nodes: list[str]) -> None:
+        self.migration = migration
+        self.nodes = nodes
+        super().__init__(
+            f"migration {migration} is not a rolling upgrade: stop every duetime process of "
+            f"the previous release first ({len(nodes)} still running: {', '.join(nodes)}); "
+            "`duetime migrate` waits for them"
+        )
+
+
 class ConnectError(DuetimeError):
     """The database cannot be opened: ``target`` (a URL without its password, or a SQLite
     path) and the one-line ``reason``. ``retryable`` is true when waiting may help (a refused

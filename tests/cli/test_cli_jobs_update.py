@@ -55,3 +55,15 @@ def test_update_refusals_change_nothing(invoke: Invoke) -> None:
     assert shown == job
     moved = ok(invoke("jobs", "update", "j", "--task", "billing.x", "--allow-unregistered"))
     assert "billing.x" in moved.stdout
+
+
+def test_update_passes_each_option_it_is_given(invoke: Invoke) -> None:
+    add(invoke, "j", "--task", "duetime.noop", "--cron", "0 2 * * *", "--payload", '{"v": 1}')
+    args = ["--cron", "0 3 * * *", "--tz", "Europe/Paris", "--timeout", "7", "--misfire", "skip"]
+    result = ok(invoke("jobs", "update", "j", *args, "--payload", "null", "--json"))
+    changed = json.loads(result.stdout)
+    assert (changed["schedule"]["cron"], changed["schedule"]["tz"]) == ("0 3 * * *", "Europe/Paris")
+    assert (changed["timeout"], changed["misfire_policy"]) == (7, "skip")
+    assert changed["payload"] is None  # `--payload null` sets a null payload
+    now = json.loads(ok(invoke("jobs", "update", "j", "--now", "--json")).stdout)
+    assert now["schedule"]["kind"] == "now"

@@ -10,6 +10,8 @@ from importlib import resources
 from duetime.store.sqlfile import load_queries
 
 ONLY_POSTGRES = {
+    "runs_claim_fair_wide": "the fair claim that locks only what it picks: SQLite has no row "
+    "locks, its one claim statement serves",
     "db_now": "SQLite's clock is the host's (_now reads it, no statement)",
     "notify_runs": "NOTIFY: SQLite has none; its _notify sets this process's event",
     "overlap_keys_lock": "advisory locks per overlap key and tenant; SQLite's BEGIN IMMEDIATE "

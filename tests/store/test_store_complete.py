@@ -6,6 +6,7 @@ import uuid
 from dataclasses import replace
 from datetime import datetime
 
+import pytest
 from storekit import (
     LEASE,
     TENANT,
@@ -26,7 +27,7 @@ from storekit import (
 
 from duetime._types import AttemptOutcome, JobStatus, RetryPolicy, RunState, Schedule, ScheduleKind
 from duetime.store import Store
-from duetime.store.base import LeasesReapParams, RunsHeartbeatParams
+from duetime.store.base import JobRef, JobSetStatusParams, LeasesReapParams, RunsHeartbeatParams
 
 
 async def test_success_is_applied_and_recorded(store: Store, t0: datetime) -> None:
@@ -432,3 +433,33 @@ async def test_a_stale_refund_changes_nothing(store: Store, t0: datetime) -> Non
     )
     assert await complete(store, t0 + s(1), stale) == [False]
     assert await get_run(store, claimed.run.id) == claimed.run
+
+
+@pytest.mark.parametrize(
+    ("outcome", "refund"),
+    [(AttemptOutcome.CANCELLED, True), (AttemptOutcome.FAILED, False)],
+    ids=["handed-back", "retry"],
+)
+async def test_a_run_going_back_to_scheduled_after_its_job_was_cancelled_ends_cancelled(
+    store: Store, t0: datetime, outcome: AttemptOutcome, refund: bool
+) -> None:
+    """A run claimed (ahead, say) when its job is cancelled, then handed back or failed for a
+    retry: back in `scheduled` nothing would ever claim it (cancelling ended the job's
+    scheduled runs already); it ends `cancelled` instead, its attempt recorded."""
+    claimed = await running_run(store, t0, "j")
+    job_ref = JobRef(claimed.run.tenant, id=claimed.run.job_id)
+    await store.job_set_status(JobSetStatusParams(job_ref, JobStatus.CANCELLED, now=t0 + s(0.5)))
+    back = completion(
+        claimed,
+        outcome=outcome,
+        next_state=RunState.SCHEDULED,
+        available_at=t0 + s(5),
+        refund_attempt=refund,
+        reason="handed back" if refund else "retry",
+    )
+
+    assert await complete(store, t0 + s(1), back) == [True]
+
+    run = await get_run(store, claimed.run.id)
+    assert (run.state, run.reason, run.finished_at) == (RunState.CANCELLED, "cancelled", t0 + s(1))
+    assert [a.outcome for a in await store.attempts_list(TENANT, claimed.run.id)] == [outcome]

@@ -218,6 +218,27 @@ async def test_a_worker_pool_claims_only_its_queues(store: Store, t0: datetime) 
     assert [c.run.queue for c in got] == ["default", "default"]
 
 
+async def test_many_groups_share_a_claim_with_either_statement(store: Store, t0: datetime) -> None:
+    """Two tenants with runs in three queues each: six groups whose shares add up to three
+    times the batch. PostgreSQL then claims with the statement that locks only what it picks
+    (`wide`); the claims take the same turns either way, every run once."""
+    made: list[Run] = []
+    for tenant in ("A", "B"):
+        for queue in ("q1", "q2", "q3"):
+            job = await make_job(
+                store, f"{tenant}-{queue}", tenant=tenant, queue=queue, next_fire_at=t0 + s(86400)
+            )
+            made += await runs_at(store, job, [t0 - s(0.1 * k) for k in range(4)])
+    claims = []
+    for _ in range(3):
+        claims.append(await claim(store, t0, limit=10))
+        await complete(store, t0, *(completion(c) for c in claims[-1]))
+        if len(claims) == 1:  # six groups of a due run or more: their shares add up to 30
+            assert store._claims_wide is (store.dialect == "postgres")  # type: ignore[attr-defined]
+    assert [tenants_of(c) for c in claims] == [{"A": 5, "B": 5}, {"A": 5, "B": 5}, {"A": 2, "B": 2}]
+    assert sorted(c.run.id for batch in claims for c in batch) == sorted(r.id for r in made)
+
+
 # --- quotas -------------------------------------------------------------------------------------
 
 

@@ -150,6 +150,7 @@ def _claim_params(**overrides: Any) -> dict[str, Any]:
         "aging_us": 60_000_000,
         "aging_cap": 1000,
         "only_fast": False,
+        "share": True,
         **overrides,
     }
 
@@ -159,8 +160,11 @@ def test_the_hot_statements_stay_on_their_indexes(
 ) -> None:
     conn, _ = seeded
     _explain(conn, "runs_claim_fair", _claim_params())
+    _explain(conn, "runs_claim_fair", _claim_params(share=False))
+    _explain(conn, "runs_claim_fair_wide", _claim_params())
     _explain(conn, "runs_claim_fair", _claim_params(only_fast=True, queues=["default"]))
-    claimed = conn.execute(QUERIES["runs_claim_fair"], _claim_params()).fetchall()  # type: ignore[arg-type]
+    # the runs without an overlap key (the keyed ones are the locked step's): a batch of them
+    claimed = conn.execute(QUERIES["runs_claim_fair"], _claim_params(only_fast=True)).fetchall()  # type: ignore[arg-type]
     assert len(claimed) == BATCH
     ids = [r["id"] for r in claimed]
     tokens = [r["token"] for r in claimed]

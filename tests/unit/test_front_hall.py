@@ -17,7 +17,8 @@ import pytest
 
 from duetime import App, AsyncApp, ValidationError
 from duetime.app import Bulk, Jobs, Keys, Monitoring, Runs, Tenants
-from duetime.app._forward import Forward
+from duetime.app._flat import FlatOperations
+from duetime.app._forward import Forward, Operation
 from duetime.app._service import Service
 
 ASYNC_ONLY = {
@@ -95,11 +96,28 @@ def test_flat_names_are_the_services_own_methods(tmp_path: Path) -> None:
     assert aio.tenant_stats == aio.tenants.stats
     assert aio.explain == aio.monitoring.explain
     assert aio.schedule_many == aio.bulk.schedule_many
-    flat = {n for n, v in vars(AsyncApp).items() if isinstance(v, Forward)} - {"list"}
+    listed = vars(FlatOperations).items()
+    flat = {n for n, v in listed if isinstance(v, Forward | Operation)} - {"list"}
     assert {"schedule", "trigger", "get", "dead_letters", "timeline"} <= flat
     served = {getattr(aio, n).__func__ for n in flat}
     every = {getattr(kind, m) for kind in SERVICES.values() for m in public(kind)}
     assert served <= every
+
+
+def test_one_flat_list_serves_both_fronts(tmp_path: Path) -> None:
+    """``app/_flat.py`` lists each flat name once: on AsyncApp it is the async service's
+    method, on App the sync service's blocking mirror of it."""
+    aio = AsyncApp(str(tmp_path / "a.db"))
+    app = App(str(tmp_path / "b.db"))
+    operations = {n: v for n, v in vars(FlatOperations).items() if isinstance(v, Operation)}
+    assert {"schedule", "run", "cancel_run", "explain"} <= set(operations)
+    for name, op in operations.items():
+        if name == "list":
+            continue
+        assert getattr(aio, name) == getattr(getattr(aio, op.service), op.name), name
+        assert getattr(app, name) == getattr(getattr(app, op.service), op.name), name
+        assert inspect.iscoroutinefunction(getattr(aio, name)), name
+        assert not inspect.iscoroutinefunction(getattr(app, name)), name
 
 
 def test_no_name_hides_a_builtin_type() -> None:
@@ -109,7 +127,9 @@ def test_no_name_hides_a_builtin_type() -> None:
     for kind in (*SERVICES.values(), Service):
         assert not set(vars(kind)) & shadowing, kind
     for kind in (AsyncApp, App):
-        assert set(vars(kind)) & shadowing == {"list"}  # deprecated, and last in the class
+        assert not set(vars(kind)) & shadowing, kind
+        assert issubclass(kind, FlatOperations)
+    assert set(vars(FlatOperations)) & shadowing == {"list"}  # deprecated, last in the class
 
 
 def test_list_is_deprecated_and_still_works(app: App) -> None:

@@ -14,6 +14,8 @@ per-tenant rate limit — one FastAPI dependency per minimum role.
   minute) gets 429 for its requests with a key, without them being looked up.
 - A request with a body is authenticated by :mod:`duetime.api.guard` before its body is read;
   the key it found is kept in the request's scope, so it is looked up once.
+- A key verified moments ago costs no round trip: ``app.keys.authenticate`` remembers it until
+  any key changes (docs/decisions/0013-api-key-cache.md).
 """
 
 from __future__ import annotations

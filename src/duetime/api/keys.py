@@ -36,7 +36,9 @@ class ListKeys(Endpoint):
 
 class RevokeKey(Endpoint):
     """Revoke an API key
-    At once: later requests with it are 401. Revoking a revoked key changes nothing. A key
+    At once: later requests with it are 401 (another server process on the same PostgreSQL
+    database refuses it once the database's notification reaches it, within milliseconds).
+    Revoking a revoked key changes nothing. A key
     cannot revoke itself (409), so an admin cannot lock the last way in out by mistake: revoke
     it with another admin key or `duetime keys revoke`."""
 

@@ -1,10 +1,12 @@
 """How the front hall keeps its flat API without spelling each signature twice.
 
-``schedule = forward("jobs", Jobs.schedule)`` in a class body makes ``app.schedule`` *be*
+``schedule = operation("jobs", Jobs.schedule)`` in a class body makes ``app.schedule`` *be*
 ``app.jobs.schedule`` (the service's bound method: the same signature, docstring and type, and
-no extra call). ``blocking`` makes a sync service's method from an async one: the same
-parameters, returning the result instead of a coroutine. Type checkers see the exact
-signatures through ``ParamSpec``; ``inspect.signature`` and ``help()`` see them at run time.
+no extra call); on the sync :class:`~duetime.app.App` that is the sync service's mirror, so one
+list of flat names (``app/_flat.py``) serves both fronts. ``Blocking`` makes a sync service's
+method from an async one: the same parameters, returning the result instead of a coroutine.
+Type checkers see the exact signatures through ``ParamSpec``; ``inspect.signature`` and
+``help()`` see them at run time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,20 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
+
+if TYPE_CHECKING:  # the two fronts, for Operation's typing only (they import this module)
+    from duetime.app.async_app import AsyncApp
+    from duetime.app.sync_app import App
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -20,8 +35,9 @@ T = TypeVar("T")
 S = TypeVar("S")
 
 
-class Forward(Generic[P, R]):
-    """A class attribute that reads as the method ``name`` of the instance's ``service``."""
+class _Forwarding:
+    """What a flat name does at run time: read the method ``name`` of the instance's
+    ``service`` (warning first when ``deprecated`` names the new way)."""
 
     def __init__(self, service: str, method: Callable[..., Any], deprecated: str = "") -> None:
         self.service = service
@@ -31,7 +47,21 @@ class Forward(Generic[P, R]):
         self.__wrapped__ = method
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.attr = f"{owner.__name__}.{name}"
+        self.attr = name
+
+    def _bound(self, obj: object) -> Any:
+        if self.deprecated:
+            warnings.warn(
+                f"{type(obj).__name__}.{self.attr} is deprecated: use {self.deprecated}",
+                DeprecationWarning,
+                stacklevel=3,  # the caller of __get__
+            )
+        return getattr(getattr(obj, self.service), self.name)
+
+
+class Forward(_Forwarding, Generic[P, R]):
+    """A class attribute that reads as the method ``name`` of the instance's ``service``,
+    typed as that method on any front."""
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> Forward[P, R]: ...
@@ -42,41 +72,54 @@ class Forward(Generic[P, R]):
     ) -> Forward[P, R] | Callable[P, R]:
         if obj is None:
             return self
-        if self.deprecated:
-            warnings.warn(
-                f"{self.attr} is deprecated: use {self.deprecated}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        bound: Callable[P, R] = getattr(getattr(obj, self.service), self.name)
+        bound: Callable[P, R] = self._bound(obj)
+        return bound
+
+
+class Operation(_Forwarding, Generic[P, T]):
+    """A flat name both fronts share, made from an async service's method: on
+    :class:`~duetime.app.AsyncApp` it is that method (returning its coroutine), on
+    :class:`~duetime.app.App` the sync service's mirror of it (returning the result)."""
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Operation[P, T]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncApp, owner: type | None = None
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    @overload
+    def __get__(self, obj: App, owner: type | None = None) -> Callable[P, T]: ...
+    def __get__(
+        self, obj: AsyncApp | App | None, owner: type | None = None
+    ) -> Operation[P, T] | Callable[P, Coroutine[Any, Any, T]] | Callable[P, T]:
+        if obj is None:
+            return self
+        bound: Callable[P, Any] = self._bound(obj)
         return bound
 
 
 def forward(service: str, method: Callable[Concatenate[Any, P], R]) -> Forward[P, R]:
-    """``app.<attr>`` is ``app.<service>.<method>``, typed as ``method``."""
+    """``app.<attr>`` is ``app.<service>.<method>``, typed as ``method`` (for a method that
+    does no I/O, the same function on both fronts)."""
     return Forward(service, method)
 
 
-def forward_blocking(
-    service: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
-) -> Forward[P, T]:
-    """Like :func:`forward` on a sync facade whose ``service`` mirrors an async one with
-    :class:`Blocking` methods: typed as ``method``, returning its coroutine's result."""
-    return Forward(service, method)
+def operation(
+    service: str,
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+    *,
+    deprecated: str = "",
+) -> Operation[P, T]:
+    """``app.<attr>`` is ``app.<service>.<method>`` on either front, typed as ``method`` on
+    :class:`~duetime.app.AsyncApp` and returning its coroutine's result on
+    :class:`~duetime.app.App`; ``deprecated`` (the new way) makes each use warn."""
+    return Operation(service, method, deprecated)
 
 
-def deprecated(
-    service: str, method: Callable[Concatenate[Any, P], R], *, use: str
-) -> Forward[P, R]:
-    """:func:`forward` that warns (DeprecationWarning) on each use: ``use`` names the new way."""
-    return Forward(service, method, deprecated=use)
-
-
-def deprecated_blocking(
-    service: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]], *, use: str
-) -> Forward[P, T]:
-    """:func:`forward_blocking` that warns (DeprecationWarning) on each use."""
-    return Forward(service, method, deprecated=use)
+def direct(method: Callable[Concatenate[Any, P], R]) -> Forward[P, R]:
+    """A sync service's method that is the async service's own (a method that does no I/O):
+    :func:`forward` to the service a :class:`SyncService` mirrors."""
+    return Forward("_target", method)
 
 
 class Runner(Protocol):
@@ -128,25 +171,3 @@ class Blocking(Generic[P, T]):
         """Called from the class, as a plain function is: ``SyncRuns.find(service, …)``
         (``inspect`` does so for ``__call__``)."""
         return self.__get__(obj)(*args, **kwargs)
-
-
-# Blocking's and Direct's __get__ overloads look alike on purpose: each descriptor needs its own
-# typed overloads (one returns the coroutine's result, the other the method's own).
-class Direct(Generic[P, R]):
-    """A sync service's method that is the async service's own (a method that does no I/O)."""
-
-    def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:
-        self.name: str = method.__name__
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Direct[P, R]: ...
-    @overload
-    def __get__(self, obj: SyncService[Any], owner: type | None = None) -> Callable[P, R]: ...
-    def __get__(
-        self, obj: SyncService[Any] | None, owner: type | None = None
-    ) -> Direct[P, R] | Callable[P, R]:
-        if obj is None:
-            return self
-        bound: Callable[P, R] = getattr(obj._target, self.name)
-        return bound

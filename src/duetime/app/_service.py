@@ -40,13 +40,12 @@ class Scope(Protocol):
     def store(self) -> Store: ...
 
 
-class Service:
-    """One concern of the front hall, acting for its scope's tenant."""
+class ScopeReader:
+    """Reads its scope's tenant, settings and clock through at each use (never a copy): a
+    service's scope is its app; :class:`~duetime.app.App`'s is the AsyncApp it runs."""
 
-    __slots__ = ("_scope",)
-
-    def __init__(self, scope: Scope) -> None:
-        self._scope = scope
+    __slots__ = ()
+    _scope: Scope
 
     # One property per part of the scope (not __getattr__): typed for mypy, and listed by help().
     @property
@@ -60,6 +59,15 @@ class Service:
     @property
     def clock(self) -> Clock:
         return self._scope.clock
+
+
+class Service(ScopeReader):
+    """One concern of the front hall, acting for its scope's tenant."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
 
     @property
     def store(self) -> Store:

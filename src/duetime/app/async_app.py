@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
-from duetime.app._forward import deprecated, forward
+from duetime.app._flat import FlatOperations
 from duetime.app.bulk import Bulk
 from duetime.app.jobs import Jobs
 from duetime.app.keys import Keys
@@ -35,7 +35,7 @@ log = logging.getLogger("duetime")
 F = TypeVar("F", bound=TaskFunc)
 
 
-class AsyncApp:
+class AsyncApp(FlatOperations):
     """duetime for async code. Use ``async with AsyncApp(url) as app:`` or ``await app.open()``.
 
     ``url``: a SQLite path (default ``duetime.db``) or a ``postgresql://`` URL; defaults to
@@ -44,12 +44,13 @@ class AsyncApp:
     The operations live in services: ``app.jobs`` (:class:`~duetime.app.Jobs`), ``app.runs``
     (:class:`~duetime.app.Runs`; calling it finds runs), ``app.bulk``, ``app.tenants``,
     ``app.keys`` (calling it finds keys) and ``app.monitoring``. The flat names
-    (``app.schedule``, ``app.trigger``, ``app.get``, …) are those same methods.
+    (``app.schedule``, ``app.trigger``, ``app.get``, …) are those same methods
+    (:class:`~duetime.app._flat.FlatOperations`, shared with :class:`~duetime.app.App`).
 
     ``app.list`` is deprecated — use ``app.jobs.find``: a method named ``list`` hides the
-    builtin inside the class body, where ``list[...]`` in an annotation then names the method
-    (type checkers refuse it). It is kept, warning, as the class's last attribute, so no
-    annotation in the class comes after it.
+    builtin inside the class body that defines it, where ``list[...]`` in an annotation then
+    names the method (type checkers refuse it). It is kept, warning, as the last attribute of
+    ``FlatOperations``, whose body has no annotation after it.
     """
 
     def __init__(
@@ -260,47 +261,6 @@ class AsyncApp:
     ) -> None:
         """The scheduler role until ``stop``: materializer, election, leader-only duties."""
         await supervise(stop, *self.node_loops(stop, roles=("scheduler",), partitions=partitions))
-
-    # --- the flat API: each name is the service method it names ---------------------------
-
-    schedule = forward("jobs", Jobs.schedule)
-    schedule_spec = forward("jobs", Jobs.schedule_spec)
-    update_job = forward("jobs", Jobs.update_job)
-    get = forward("jobs", Jobs.get)
-    pause = forward("jobs", Jobs.pause)
-    resume = forward("jobs", Jobs.resume)
-    cancel = forward("jobs", Jobs.cancel)
-    delete = forward("jobs", Jobs.delete)
-    trigger = forward("jobs", Jobs.trigger)
-    trigger_run = forward("jobs", Jobs.trigger_run)
-    preview = forward("jobs", Jobs.preview)
-    preview_job = forward("jobs", Jobs.preview_job)
-    next_fires = forward("jobs", Jobs.next_fires)
-    schedule_many = forward("bulk", Bulk.schedule_many)
-    run = forward("runs", Runs.get)
-    attempts = forward("runs", Runs.attempts)
-    skips = forward("runs", Runs.skips)
-    dead_letters = forward("runs", Runs.dead_letters)
-    replay = forward("runs", Runs.replay)
-    cancel_run = forward("runs", Runs.cancel)
-    resolve_run = forward("runs", Runs.resolve)
-    webhook_secret = forward("tenants", Tenants.webhook_secret)
-    tenant_limits_set = forward("tenants", Tenants.limits_set)
-    tenant_limits_get = forward("tenants", Tenants.limits_get)
-    tenant_limits_list = forward("tenants", Tenants.limits_list)
-    tenant_stats = forward("tenants", Tenants.stats)
-    create_key = forward("keys", Keys.create)
-    revoke_key = forward("keys", Keys.revoke)
-    authenticate = forward("keys", Keys.authenticate)
-    nodes = forward("monitoring", Monitoring.nodes)
-    cluster_stats = forward("monitoring", Monitoring.cluster_stats)
-    timeline = forward("monitoring", Monitoring.timeline)
-    incidents = forward("monitoring", Monitoring.incidents)
-    explain = forward("monitoring", Monitoring.explain)
-    # runs(...) and keys(...) are the services themselves, called
-
-    # Last in the class: from here on, ``list`` in this class body names this attribute.
-    list = deprecated("jobs", Jobs.find, use="app.jobs.find(...)")
 
 
 async def supervise(stop: asyncio.Event, *loops: Coroutine[Any, Any, Any]) -> None:

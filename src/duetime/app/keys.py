@@ -1,15 +1,21 @@
 """``app.keys``: the REST API's keys of a tenant — create (the secret is shown once), find,
-revoke, and authenticate a secret. Calling the service itself finds keys: ``app.keys()``."""
+revoke, and authenticate a secret. Calling the service itself finds keys: ``app.keys()``.
+
+A key verified moments ago is reused without reading it again while the store says no key has
+changed since (PostgreSQL hears revocations by LISTEN/NOTIFY; SQLite cannot hear other
+processes, so it reads every time), and for :data:`KEY_CACHE_TTL` at most
+(docs/decisions/0013-api-key-cache.md)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 from duetime._types import ApiKey, ApiRole
-from duetime.app._service import Service, enum_value
+from duetime.app._service import Scope, Service, enum_value
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (
     ApiKeyCreateParams,
@@ -21,6 +27,12 @@ from duetime.store.base import (
 API_KEY_PREFIX = "dt_"
 TOUCH_EVERY = timedelta(seconds=60)
 """A key's ``last_used_at`` is written at most this often."""
+KEY_CACHE_TTL = timedelta(seconds=5)
+"""The longest a verified key is reused without reading it again, by the app's clock: the bound
+on a change the store's news missed (a listener connection silently dead, a key changed by
+hand in SQL). Revocations through duetime are heard at once."""
+KEY_CACHE_SIZE = 10_000
+"""Verified keys remembered at most; the oldest is forgotten first."""
 
 
 def hash_api_key(secret: str) -> str:
@@ -28,10 +40,57 @@ def hash_api_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    key: ApiKey
+    epoch: int
+    """The store's :meth:`~duetime.store.base.Store.api_keys_epoch` before the key was read."""
+    read_at: datetime
+
+
+class VerifiedKeys:
+    """Keys found unrevoked moments ago, by the SHA-256 of their secret (never the secret).
+    An entry is served only under the epoch it was read under and within
+    :data:`KEY_CACHE_TTL` of its reading (a clock that went back distrusts it too)."""
+
+    __slots__ = ("_by_hash",)
+
+    def __init__(self) -> None:
+        self._by_hash: dict[str, _Verified] = {}
+
+    def get(self, key_hash: str, epoch: int, now: datetime) -> ApiKey | None:
+        found = self._by_hash.get(key_hash)
+        if found is None:
+            return None
+        if found.epoch != epoch or not found.read_at <= now < found.read_at + KEY_CACHE_TTL:
+            del self._by_hash[key_hash]
+            return None
+        return found.key
+
+    def put(self, key_hash: str, key: ApiKey, epoch: int, now: datetime) -> None:
+        self._by_hash.pop(key_hash, None)
+        if len(self._by_hash) >= KEY_CACHE_SIZE:
+            del self._by_hash[next(iter(self._by_hash))]
+        self._by_hash[key_hash] = _Verified(key, epoch, now)
+
+    def update(self, key_hash: str, key: ApiKey) -> None:
+        """Replace a remembered key (its ``last_used_at`` written), keeping its epoch and age."""
+        found = self._by_hash.get(key_hash)
+        if found is not None:
+            self._by_hash[key_hash] = replace(found, key=key)
+
+    def forget(self, key_hash: str) -> None:
+        self._by_hash.pop(key_hash, None)
+
+
 class Keys(Service):
     """API keys of one tenant (``app.keys``)."""
 
-    __slots__ = ()
+    __slots__ = ("_verified",)
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(scope)
+        self._verified: VerifiedKeys | None = None
 
     async def create(self, role: ApiRole | str, *, name: str = "") -> tuple[ApiKey, str]:
         """A new API key of this tenant. Returns the key and its secret (``dt_…``): the secret
@@ -72,12 +131,24 @@ class Keys(Service):
 
     async def authenticate(self, secret: str) -> ApiKey | None:
         """The unrevoked key with this secret, or None. Records its use (at most one write per
-        key per minute)."""
+        key per minute). A key verified moments ago is reused without a read (see the module's
+        docstring): a revocation through this app's store is seen by the very next call."""
         if not secret.startswith(API_KEY_PREFIX) or len(secret) > 200:
             return None
-        key = await self.store.api_key_get_by_hash(hash_api_key(secret))
-        if key is not None and (
-            key.last_used_at is None or self.clock.now() - key.last_used_at > TOUCH_EVERY
-        ):
+        key_hash = hash_api_key(secret)
+        epoch = self.store.api_keys_epoch()  # before the read: a change during it distrusts it
+        now = self.clock.now()
+        if self._verified is None:
+            self._verified = VerifiedKeys()
+        key = None if epoch is None else self._verified.get(key_hash, epoch, now)
+        if key is None:
+            key = await self.store.api_key_get_by_hash(key_hash)
+            if key is None:
+                self._verified.forget(key_hash)
+                return None
+            if epoch is not None:
+                self._verified.put(key_hash, key, epoch, now)
+        if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
             await self.store.api_key_touch(ApiKeyTouchParams(id=key.id))
+            self._verified.update(key_hash, replace(key, last_used_at=now))
         return key

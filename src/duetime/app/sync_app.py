@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from duetime._clock import Clock
 from duetime._config import Settings
-from duetime.app._forward import Blocking, Direct, SyncService, deprecated_blocking
-from duetime.app._forward import forward as _forward
-from duetime.app._forward import forward_blocking as forward
+from duetime.app._flat import FlatOperations
+from duetime.app._forward import Blocking, SyncService, direct
+from duetime.app._service import ScopeReader
 from duetime.app.async_app import AsyncApp
 from duetime.app.bulk import Bulk
 from duetime.app.jobs import Jobs
@@ -51,7 +51,7 @@ class SyncJobs(SyncService[Jobs]):
     delete = Blocking(Jobs.delete)
     trigger = Blocking(Jobs.trigger)
     trigger_run = Blocking(Jobs.trigger_run)
-    preview = Direct(Jobs.preview)
+    preview = direct(Jobs.preview)
     preview_job = Blocking(Jobs.preview_job)
     next_fires = Blocking(Jobs.next_fires)
 
@@ -131,11 +131,15 @@ async def _nothing() -> None:
     return None
 
 
-class App:
+class App(FlatOperations, ScopeReader):
     """duetime for synchronous code: the same services and operations as :class:`AsyncApp`,
     blocking. The store is opened on first use; call :meth:`close` (or use ``with
-    App(...)``) when done. ``app.list`` is deprecated: use ``app.jobs.find``."""
+    App(...)``) when done. The flat names (``app.schedule``, …) are AsyncApp's list
+    (:class:`~duetime.app._flat.FlatOperations`), each the sync service's method it names.
+    ``app.list`` is deprecated: use ``app.jobs.find``."""
 
+    # AsyncApp's parameters again: a public signature that help() and IDEs show (forwarding
+    # *args/**kwargs would hide it); tests/unit/test_front_hall.py checks the two match.
     def __init__(
         self,
         url: str | None = None,
@@ -153,6 +157,7 @@ class App:
 
     def _setup(self, aio: AsyncApp, root: App | None) -> None:
         self.aio = aio
+        self._scope = aio
         self._root = root
         self._portal: _Portal | None = None
         self._lock = threading.Lock()
@@ -163,22 +168,10 @@ class App:
         self.keys = SyncKeys(self._call, aio.keys)
         self.monitoring = SyncMonitoring(self._call, aio.monitoring)
 
-    # Read through to the async app, as a Service's are to its scope: plain typed properties.
+    # tenant, settings and clock are ScopeReader's (read through to the async app); so are:
     @property
     def registry(self) -> TaskRegistry:
         return self.aio.registry
-
-    @property
-    def settings(self) -> Settings:
-        return self.aio.settings
-
-    @property
-    def tenant(self) -> str:
-        return self.aio.tenant
-
-    @property
-    def clock(self) -> Clock:
-        return self.aio.clock
 
     @property
     def dialect(self) -> str:
@@ -233,46 +226,3 @@ class App:
         view = App.__new__(App)
         view._setup(root.aio.for_tenant(tenant), root)
         return view
-
-    # --- the flat API: each name is the sync service method it names ----------------------
-    # AsyncApp's list again, on purpose: one shared list would need a type mapping a method to
-    # its coroutine's result here and to the coroutine there, which typing cannot spell;
-    # tests/unit/test_front_hall.py checks the two surfaces match name for name.
-
-    schedule = forward("jobs", Jobs.schedule)
-    schedule_spec = forward("jobs", Jobs.schedule_spec)
-    update_job = forward("jobs", Jobs.update_job)
-    get = forward("jobs", Jobs.get)
-    pause = forward("jobs", Jobs.pause)
-    resume = forward("jobs", Jobs.resume)
-    cancel = forward("jobs", Jobs.cancel)
-    delete = forward("jobs", Jobs.delete)
-    trigger = forward("jobs", Jobs.trigger)
-    trigger_run = forward("jobs", Jobs.trigger_run)
-    preview = _forward("jobs", Jobs.preview)
-    preview_job = forward("jobs", Jobs.preview_job)
-    next_fires = forward("jobs", Jobs.next_fires)
-    schedule_many = forward("bulk", Bulk.schedule_many)
-    run = forward("runs", Runs.get)
-    attempts = forward("runs", Runs.attempts)
-    skips = forward("runs", Runs.skips)
-    dead_letters = forward("runs", Runs.dead_letters)
-    replay = forward("runs", Runs.replay)
-    cancel_run = forward("runs", Runs.cancel)
-    resolve_run = forward("runs", Runs.resolve)
-    webhook_secret = forward("tenants", Tenants.webhook_secret)
-    tenant_limits_set = forward("tenants", Tenants.limits_set)
-    tenant_limits_get = forward("tenants", Tenants.limits_get)
-    tenant_limits_list = forward("tenants", Tenants.limits_list)
-    tenant_stats = forward("tenants", Tenants.stats)
-    create_key = forward("keys", Keys.create)
-    revoke_key = forward("keys", Keys.revoke)
-    authenticate = forward("keys", Keys.authenticate)
-    nodes = forward("monitoring", Monitoring.nodes)
-    cluster_stats = forward("monitoring", Monitoring.cluster_stats)
-    timeline = forward("monitoring", Monitoring.timeline)
-    incidents = forward("monitoring", Monitoring.incidents)
-    explain = forward("monitoring", Monitoring.explain)
-
-    # Last in the class: from here on, ``list`` in this class body names this attribute.
-    list = deprecated_blocking("jobs", Jobs.find, use="app.jobs.find(...)")

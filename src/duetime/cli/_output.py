@@ -6,8 +6,9 @@
   plain, aligned, unwrapped text otherwise (pipes, files, tests).
 - ``parse_*`` read option values and exit with ``error: <option>: <reason>`` (code 2) when
   they are invalid; durations (``PT3H``, ``90s``, ``1h30m``) are :mod:`duetime._durations`'s.
-- :func:`fetch_pages` serves ``--cursor`` and ``--all`` of the list commands;
-  :class:`ProgressBar` shows the progress of long commands on a terminal's stderr.
+- :func:`fetch_pages` serves ``--cursor`` and ``--all`` of the list commands, which read with
+  :func:`read_listing` and print with :func:`print_listing`; :class:`ProgressBar` shows the
+  progress of long commands on a terminal's stderr.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from duetime._types import (
     Schedule,
     ScheduleKind,
 )
-from duetime.cli._common import fail
+from duetime.app import AsyncApp
+from duetime.cli._common import fail, print_json, with_app
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
@@ -375,6 +377,46 @@ async def fetch_pages(
             if page.next_cursor is None or page.next_cursor == cursor:
                 return Page(items=items)
             cursor = page.next_cursor
+
+
+def read_listing(
+    db: str | None,
+    tenant: str,
+    fetch: Callable[[AsyncApp, str | None], Awaitable[Page[T]]],
+    *,
+    limit: int,
+    cursor: str | None,
+    every: bool,
+    what: str,
+) -> Page[T]:
+    """What a list command lists: checks ``--limit`` and ``--all``/``--cursor`` (exit 2), then
+    reads, with the app open read-only on ``db``, the page ``fetch(app, cursor)`` or with
+    ``every`` all of them (:func:`fetch_pages`; ``what`` names the items)."""
+    check_limit(limit)
+    check_all_pages(every, cursor)
+
+    async def body(app: AsyncApp) -> Page[T]:
+        return await fetch_pages(lambda at: fetch(app, at), cursor, every, what=what)
+
+    return with_app(db, tenant, body, create=False)
+
+
+def print_listing(
+    page: Page[T],
+    as_json: bool,
+    columns: Sequence[str],
+    row: Callable[[T], Sequence[Any]],
+    *,
+    empty: str,
+) -> None:
+    """A list command's output: the page as JSON (``--json``), or a table of ``row(item)`` per
+    item and, when more pages follow, the ``--cursor`` of the next on stderr."""
+    if as_json:
+        print_json(to_jsonable(page))
+        return
+    print_table(columns, [row(item) for item in page.items], empty=empty)
+    if page.next_cursor is not None:
+        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 
 # --- progress ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from duetime._types import Job, JobStatus, Occurrence, Page, RetryPolicy, Run
-from duetime.app import AsyncApp, JobChanges, RetryChanges
+from duetime.app import AsyncApp
 from duetime.cli._common import (  # an import list like other modules': not logic
     DbOption,
     JsonOption,
@@ -23,20 +23,19 @@ from duetime.cli._common import (  # an import list like other modules': not log
 from duetime.cli._output import (
     AllPagesOption,
     CursorOption,
-    check_all_pages,
-    check_limit,
     compact_json,
     describe_retry,
     describe_run_error,
     describe_schedule,
     describe_target,
-    fetch_pages,
     parse_choice,
     parse_interval,
     parse_json_option,
     parse_when,
     print_fields,
+    print_listing,
     print_table,
+    read_listing,
     show_instant,
     show_local,
     show_seconds,
@@ -69,6 +68,11 @@ AllowUnregisteredOption = Annotated[
 ]
 NEXT_FIRES_SHOWN = 5
 RUNS_SHOWN = 10
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options given on the command line: those whose value is not None."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _job_line(job: Job) -> str:
@@ -237,38 +241,27 @@ def list_jobs(
 ) -> None:
     """List jobs by name, a page at a time (--limit, --cursor), or all of them (--all)."""
     wanted = parse_choice(status, JobStatus, "--status")
-    check_limit(limit)
-    check_all_pages(every, cursor)
 
-    async def body(app: AsyncApp) -> Page[Job]:
-        async def fetch(at: str | None) -> Page[Job]:
-            return await app.jobs.find(
-                status=wanted, name_prefix=prefix, tag=tag, limit=limit, cursor=at
-            )
+    async def fetch(app: AsyncApp, at: str | None) -> Page[Job]:
+        return await app.jobs.find(
+            status=wanted, name_prefix=prefix, tag=tag, limit=limit, cursor=at
+        )
 
-        return await fetch_pages(fetch, cursor, every, what="jobs")
-
-    page = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(page))
-        return
-    print_table(
+    page = read_listing(db, tenant, fetch, limit=limit, cursor=cursor, every=every, what="jobs")
+    print_listing(
+        page,
+        as_json,
         ["name", "status", "schedule", "task", "next fire (UTC)", "tags"],
-        [
-            (
-                j.name,
-                str(j.status),
-                describe_schedule(j.schedule),
-                j.task,
-                show_instant(j.next_occurrence_at),
-                ",".join(j.tags),
-            )
-            for j in page.items
-        ],
+        lambda j: (
+            j.name,
+            str(j.status),
+            describe_schedule(j.schedule),
+            j.task,
+            show_instant(j.next_occurrence_at),
+            ",".join(j.tags),
+        ),
         empty="no jobs",
     )
-    if page.next_cursor is not None:
-        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 
 # --- show -------------------------------------------------------------------------------------
@@ -482,38 +475,22 @@ def update(
 ) -> None:
     """Change some settings of a job, atomically; the others keep their values. --cron, --at,
     --every or --now replace the schedule (runs not yet started are skipped)."""
-    changes: JobChanges = {}
-    if task is not None:
-        changes["task"] = task
-    if cron is not None:
-        changes["cron"] = cron
-    if tz is not None:
-        changes["tz"] = tz
-    if at is not None:
-        changes["at"] = parse_when(at, "--at")
-    if every is not None:
-        changes["every"] = parse_interval(every, "--every")
-    if now:
-        changes["now"] = True
-    if payload is not None:
+    changes = _given(
+        task=task,
+        cron=cron,
+        tz=tz,
+        at=None if at is None else parse_when(at, "--at"),
+        every=None if every is None else parse_interval(every, "--every"),
+        now=True if now else None,
+        retry=_given(max_attempts=max_attempts, backoff_base=backoff_base) or None,
+        priority=priority,
+        timeout=timeout,
+        misfire=misfire,
+        queue=queue,
+        tags=tag,
+    )
+    if payload is not None:  # apart: `--payload null` sets a null payload, _given drops None
         changes["payload"] = parse_json_option(payload, "--payload")
-    retry: RetryChanges = {}
-    if max_attempts is not None:
-        retry["max_attempts"] = max_attempts
-    if backoff_base is not None:
-        retry["backoff_base"] = backoff_base
-    if retry:
-        changes["retry"] = retry
-    if priority is not None:
-        changes["priority"] = priority
-    if timeout is not None:
-        changes["timeout"] = timeout
-    if misfire is not None:
-        changes["misfire"] = misfire
-    if queue is not None:
-        changes["queue"] = queue
-    if tag is not None:
-        changes["tags"] = tag
     if not changes:
         fail("nothing to change: give at least one option (see --help)")
 

@@ -4,7 +4,7 @@ replay)."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -24,16 +24,15 @@ from duetime.cli._output import (
     AllPagesOption,
     CursorOption,
     ProgressBar,
-    check_all_pages,
-    check_limit,
     clip,
     compact_json,
     describe_error,
     describe_run_error,
-    fetch_pages,
     parse_choice,
     print_fields,
+    print_listing,
     print_table,
+    read_listing,
     show_duration,
     show_instant,
     to_jsonable,
@@ -52,11 +51,6 @@ RunArg = Annotated[
     ),
 ]
 LimitOption = Annotated[int, typer.Option("--limit", help="Runs per page (1-1000).")]
-
-
-def _more(page: Page[Any]) -> None:
-    if page.next_cursor is not None:
-        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 
 async def resolve_run(app: AsyncApp, text: str) -> uuid.UUID:
@@ -105,36 +99,26 @@ def list_runs(
 ) -> None:
     """List runs, newest scheduled instant first (a page at a time, or --all)."""
     wanted = parse_choice(state, RunState, "--state")
-    check_limit(limit)
-    check_all_pages(every, cursor)
 
-    async def body(app: AsyncApp) -> Page[Run]:
-        async def fetch(at: str | None) -> Page[Run]:
-            return await app.runs(job, state=wanted, limit=limit, cursor=at)
+    async def fetch(app: AsyncApp, at: str | None) -> Page[Run]:
+        return await app.runs(job, state=wanted, limit=limit, cursor=at)
 
-        return await fetch_pages(fetch, cursor, every, what="runs")
-
-    page = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(page))
-        return
-    print_table(
+    page = read_listing(db, tenant, fetch, limit=limit, cursor=cursor, every=every, what="runs")
+    print_listing(
+        page,
+        as_json,
         ["run id", "job", "state", "scheduled for", "attempt", "trigger", "reason"],
-        [
-            (
-                str(r.id),
-                r.job_name,
-                str(r.state),
-                show_instant(r.scheduled_for),
-                f"{r.attempt}/{r.max_attempts}",
-                str(r.trigger),
-                r.reason,
-            )
-            for r in page.items
-        ],
+        lambda r: (
+            str(r.id),
+            r.job_name,
+            str(r.state),
+            show_instant(r.scheduled_for),
+            f"{r.attempt}/{r.max_attempts}",
+            str(r.trigger),
+            r.reason,
+        ),
         empty="no runs",
     )
-    _more(page)
 
 
 @runs.command("show")
@@ -238,35 +222,27 @@ def list_dead(
     as_json: JsonOption = False,
 ) -> None:
     """Dead runs, newest scheduled instant first (a page at a time, or --all)."""
-    check_limit(limit)
-    check_all_pages(every, cursor)
 
-    async def body(app: AsyncApp) -> Page[Run]:
-        async def fetch(at: str | None) -> Page[Run]:
-            return await app.dead_letters(limit=limit, cursor=at)
+    async def fetch(app: AsyncApp, at: str | None) -> Page[Run]:
+        return await app.dead_letters(limit=limit, cursor=at)
 
-        return await fetch_pages(fetch, cursor, every, what="dead runs")
-
-    page = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(page))
-        return
-    print_table(
+    page = read_listing(
+        db, tenant, fetch, limit=limit, cursor=cursor, every=every, what="dead runs"
+    )
+    print_listing(
+        page,
+        as_json,
         ["run id", "job", "scheduled for", "attempts", "reason", "last error"],
-        [
-            (
-                str(r.id),
-                r.job_name,
-                show_instant(r.scheduled_for),
-                r.attempt,
-                r.reason,
-                clip(describe_run_error(r)),
-            )
-            for r in page.items
-        ],
+        lambda r: (
+            str(r.id),
+            r.job_name,
+            show_instant(r.scheduled_for),
+            r.attempt,
+            r.reason,
+            clip(describe_run_error(r)),
+        ),
         empty="the dead-letter queue is empty",
     )
-    _more(page)
 
 
 REPLAY_BATCH = 1000

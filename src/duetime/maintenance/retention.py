@@ -1,5 +1,7 @@
 """History retention: finished runs (with their attempts) and skip records older than the
-retention period are deleted in batches, leader only, off the hot path. Dead letters (runs in
+retention period are deleted in batches, leader only, off the hot path. On PostgreSQL the
+attempts live in weekly partitions: each pass first creates the weeks ahead and drops the
+weeks past retention whole (``Store.attempts_partitions``). Dead letters (runs in
 state ``dead``) are kept however old: replaying one (it leaves ``dead``) or deleting its job
 is what ends it."""
 
@@ -9,7 +11,12 @@ import logging
 from datetime import timedelta
 
 from duetime._config import Settings
-from duetime.store.base import HistoryPruneParams, LeaderFence, Store
+from duetime.store.base import (
+    AttemptPartitionsParams,
+    HistoryPruneParams,
+    LeaderFence,
+    Store,
+)
 
 log = logging.getLogger("duetime.retention")
 
@@ -26,6 +33,7 @@ class RetentionPruner:
     async def run_once(self, fence: LeaderFence | None = None) -> int:
         """Delete up to ``batch * max_batches`` expired runs; returns how many."""
         before = await self.store.db_now() - timedelta(days=self.settings.retention_days)
+        await self.store.attempts_partitions(AttemptPartitionsParams(before=before, leader=fence))
         deleted = 0
         for _ in range(self.max_batches):
             count = await self.store.history_prune(

@@ -129,17 +129,14 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
     - ``cron``: the first occurrence strictly after ``now``; None if it never fires.
     """
     now = to_utc(now, "now")
-    # the dispatch of next_fire_after on purpose, with the first-fire rules of each kind
     kind = schedule.kind
-    if kind is ScheduleKind.CRON:
-        return _cron(schedule).next_after(now)
     if kind is ScheduleKind.EVERY:
         every = _every(schedule)
         anchor = _anchor(schedule)
         return now if anchor is None else _every_at_or_after(anchor, every, now)
     if kind in (ScheduleKind.NOW, ScheduleKind.AT):
         return _at(schedule)
-    raise ValidationError("kind", f"unknown schedule kind {kind!r}")  # pragma: no cover
+    return next_fire_after(schedule, now)  # cron: its first fire is its next one
 
 
 def preview(schedule: Schedule, after: datetime, count: int) -> list[Occurrence]:

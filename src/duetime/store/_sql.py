@@ -76,6 +76,8 @@ from duetime.store.base import (
     ApiKeyListParams,
     ApiKeyRevokeParams,
     ApiKeyTouchParams,
+    AttemptPartitionsChange,
+    AttemptPartitionsParams,
     ClaimedRun,
     HistoryPruneParams,
     JobListParams,
@@ -115,6 +117,8 @@ class SQLStore(SQLObservability):
     clock: Clock | None
     transient_errors: tuple[type[BaseException], ...]
     _runs_event: asyncio.Event
+    _claims_wide = False
+    """Whether the last fair claim read many times its batch (see ``_claim_fair``)."""
 
     # --- the rest of the dialect's surface (``_tx`` … ``_now``: SQLSurface) ------------------
 
@@ -333,7 +337,15 @@ class SQLStore(SQLObservability):
         aging = Aging(params.priority_aging, params.priority_aging_cap)
         async with self._claim_steps() as steps:
             async with steps.fair() as conn:
-                rows = await self._claim_fair(conn, params, aging, params.limit, only_fast=False)
+                rows = await self._claim_fair(
+                    conn, params, aging, params.limit, only_fast=False, share=True
+                )
+                if 0 < len(rows) < params.limit and _capped(rows[0]):
+                    # a group yielded its whole share and may hold more: the rest of the
+                    # batch from every group, as far as it goes
+                    rows += await self._claim_fair(
+                        conn, params, aging, params.limit - len(rows), only_fast=False
+                    )
             # the locked step: runs of limited tenants and runs with an overlap key, when the
             # one-statement claim left room and saw some (or claimed nothing, so could not
             # say); what a quota or a busy key keeps from its share goes to the others
@@ -353,11 +365,26 @@ class SQLStore(SQLObservability):
         return claimed
 
     async def _claim_fair(
-        self, conn: Any, params: RunsClaimParams, aging: Aging, limit: int, *, only_fast: bool
+        self,
+        conn: Any,
+        params: RunsClaimParams,
+        aging: Aging,
+        limit: int,
+        *,
+        only_fast: bool,
+        share: bool = False,
     ) -> list[Any]:
-        return await self._all(
+        """The one-statement claim. With ``share``, each (tenant, queue, priority) group is
+        read only up to its tenant's weighted share of ``limit`` among the tenants with runs
+        due (not up to ``limit`` each: with many groups that read many times the batch); the
+        rows then say how many groups were ``capped`` at their share.
+
+        The statement locks what it reads, so that concurrent claims take different runs;
+        while the last claim said its groups were ``wide`` (PostgreSQL: their bounds add up to
+        many times the batch), the form that locks only the picked runs is used instead."""
+        rows: list[Any] = await self._all(
             conn,
-            "runs_claim_fair",
+            "runs_claim_fair_wide" if self._claims_wide else "runs_claim_fair",
             worker_id=params.worker_id,
             lease_ttl=params.lease_ttl,
             lookahead=params.lookahead,
@@ -369,7 +396,11 @@ class SQLStore(SQLObservability):
             aging_us=aging.interval_us,
             aging_cap=aging.cap,
             only_fast=only_fast,
+            share=share,
         )
+        if rows:
+            self._claims_wide = _wide(rows[0])
+        return rows
 
     async def _claim_locked(
         self, conn: Any, params: RunsClaimParams, aging: Aging, capacity: int
@@ -728,8 +759,10 @@ class SQLStore(SQLObservability):
 
     async def history_prune(self, params: HistoryPruneParams) -> int:
         """Up to ``params.limit`` runs that ended before ``params.before`` (never a dead
-        letter: see ``history_prune_runs``) with their attempts, and as many old skip records,
-        in one leader-fenced transaction."""
+        letter: see ``history_prune_runs``), the attempts retention ends row by row (SQLite:
+        those runs' attempts; PostgreSQL: old ones in the default partition, the weekly ones
+        go whole with :meth:`attempts_partitions`), and as many old skip records, in one
+        leader-fenced transaction."""
         async with self._tx() as conn:
             now = await self._now(conn, None)
             if not await self._holds(conn, params.leader, now):
@@ -737,10 +770,19 @@ class SQLStore(SQLObservability):
             runs = await self._all(
                 conn, "history_prune_runs", before=params.before, limit=params.limit
             )
-            if runs:
-                await self._exec(conn, "history_prune_attempts", ids=[r["id"] for r in runs])
+            await self._exec(
+                conn,
+                "history_prune_attempts",
+                ids=[r["id"] for r in runs],
+                before=params.before,
+                limit=params.limit,
+            )
             await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
         return len(runs)
+
+    async def attempts_partitions(self, params: AttemptPartitionsParams) -> AttemptPartitionsChange:
+        """No partitions in this dialect (PostgreSQL overrides it)."""
+        return AttemptPartitionsChange()
 
     # --- workers --------------------------------------------------------------------------
 
@@ -861,6 +903,10 @@ class SQLStore(SQLObservability):
             raise NotFound(f"API key {params.id} not found")
         return _rows.api_key_from_row(row, self.codec)
 
+    def api_keys_epoch(self) -> int | None:
+        # no news of other processes' changes here (PostgresStore listens for them)
+        return None
+
     async def api_key_touch(self, params: ApiKeyTouchParams) -> None:
         await self._write_exec(
             "api_key_touch", id=params.id, every=params.every, now=self._fixed_now(params.now)
@@ -872,6 +918,18 @@ def _refuse_newer(version: int) -> None:
         raise SchemaError(
             f"database schema is v{version}; this duetime knows up to v{SCHEMA_VERSION}"
         )
+
+
+def _wide(row: Any) -> bool:
+    """Whether a claim read many times its batch (PostgreSQL says so in a ``wide`` column;
+    SQLite, which has no row locks, has one claim statement)."""
+    return bool(row["wide"]) if "wide" in row.keys() else False  # noqa: SIM118
+
+
+def _capped(row: Any) -> bool:
+    """Whether a share-bounded claim left runs in a group that yielded its whole share
+    (PostgreSQL says so in a ``capped`` column; SQLite reads every group whole)."""
+    return bool(row["capped"]) if "capped" in row.keys() else False  # noqa: SIM118
 
 
 def _deferred(row: Any) -> bool:

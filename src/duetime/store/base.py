@@ -53,7 +53,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 13
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -363,6 +363,27 @@ class HistoryPruneParams:
     before: datetime
     limit: int = 1000
     leader: LeaderFence | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptPartitionsParams:
+    """Keep the weekly attempt partitions: create the weeks from the one holding ``now``
+    (None: the database clock) to ``ahead`` weeks later, drop every week that ended at or
+    before ``before`` (the retention cut). Leader-only when ``leader`` is set."""
+
+    before: datetime
+    now: datetime | None = None
+    ahead: int = 2
+    leader: LeaderFence | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptPartitionsChange:
+    created: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    kept: int = 0
+    """Attempts of the dropped weeks kept in the default partition: their run is live or a
+    dead letter, or they ended at or after the cut."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -878,6 +899,12 @@ class Store(Protocol):
         """Returns how many runs were deleted (0 when not the leader)."""
         ...
 
+    async def attempts_partitions(self, params: AttemptPartitionsParams) -> AttemptPartitionsChange:
+        """PostgreSQL: create the attempt partitions ahead and drop those past retention
+        (docs/decisions/0015); idempotent, and a no-op when not the leader. SQLite has no
+        partitions: nothing to do."""
+        ...
+
     # leadership and nodes
     async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:
         """The leadership if this node holds it after the call, else None."""
@@ -948,6 +975,12 @@ class Store(Protocol):
 
     async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey: ...
     async def api_key_touch(self, params: ApiKeyTouchParams) -> None: ...
+    def api_keys_epoch(self) -> int | None:
+        """A number that moves whenever any API key may have changed (here or, as far as
+        this process can hear, elsewhere); None when a change made elsewhere could go unheard
+        now. A key read under an epoch may be reused while the epoch is unchanged; with None,
+        read it again (docs/decisions/0013-api-key-cache.md). No round trip."""
+        ...
 
     # observability (store/*/observability.py; queries/observability.sql)
     async def stats_snapshot(self, params: StatsParams) -> ClusterStats: ...

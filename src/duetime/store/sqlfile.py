@@ -19,6 +19,7 @@ from typing import LiteralString
 
 _BLOCK = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+_STOPS_NODES = re.compile(r"^--\s*requires:\s*nodes stopped\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,11 @@ class Migration:
     name: str
     sql: LiteralString
     """Shipped with the package, never built from input: safe to execute as is."""
+
+    @property
+    def stops_nodes(self) -> bool:
+        """Marked ``-- requires: nodes stopped``: the previous release cannot run beside it."""
+        return _STOPS_NODES.search(self.sql) is not None
 
 
 def load_queries(dialect: str) -> dict[str, LiteralString]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import select
 import time
 import uuid
 import weakref
@@ -31,21 +30,25 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from duetime import _json
 from duetime._clock import Clock
 from duetime._redact import redact_url
-from duetime._types import OverlapPolicy, Run, RunTrigger
-from duetime.errors import ConnectError
+from duetime._types import ApiKey, OverlapPolicy, Run, RunTrigger
+from duetime.errors import ConnectError, NodesStillRunning
 from duetime.policies.overlap import StartCandidate, plan_starts
 from duetime.store._rows import NativeCodec
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._values import completion_answers, unique_completions
 from duetime.store.base import (
+    ApiKeyRevokeParams,
     BulkJob,
     JobsInsertManyParams,
     RunsCompleteParams,
     RunsStartParams,
 )
 from duetime.store.postgres import bulk_rows
+from duetime.store.postgres._socket import has_unread_input
+from duetime.store.postgres.key_news import KeyNews
 from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
-from duetime.store.sqlfile import load_queries
+from duetime.store.postgres.partitions import PostgresAttemptPartitions
+from duetime.store.sqlfile import Migration, load_queries
 
 _C = NativeCodec()
 _Q = load_queries("postgres")
@@ -93,16 +96,9 @@ _COPY_PART = 500
 encoded, and the event loop gets a turn between parts."""
 
 
-def _has_unread_input(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """True if an idle connection's socket is readable (the server spoke unasked, or closed
-    it) or the connection is already known to be closed; a zero-timeout poll, no round trip."""
-    if conn.closed or conn.broken:
-        return True
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return True
-    return bool(readable)
+_PLANNED_EACH_TIME = frozenset({"runs_complete"})
+"""Statements never prepared: their plan depends on how many rows their array input holds,
+which a prepared statement's generic plan cannot see (it guesses 10)."""
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +118,7 @@ async def _configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute("SET TimeZone = 'UTC'")
 
 
-class PostgresStore(PostgresLongRuns, SQLStore):
+class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     dialect = "postgres"
     codec = _C
     notifies_in_statement = True
@@ -140,6 +136,7 @@ class PostgresStore(PostgresLongRuns, SQLStore):
         self._pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task[None] | None = None
         self._runs_event = asyncio.Event()
+        self.key_news = KeyNews(self.url)
         self._last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
@@ -157,7 +154,7 @@ class PostgresStore(PostgresLongRuns, SQLStore):
         if (
             used is not None
             and time.monotonic() - used < _TRUSTED_FOR
-            and not _has_unread_input(conn)
+            and not has_unread_input(conn)
         ):
             return
         await AsyncConnectionPool.check_connection(conn)
@@ -206,6 +203,7 @@ class PostgresStore(PostgresLongRuns, SQLStore):
         self._pool = pool
 
     async def close(self) -> None:
+        await self.key_news.close()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -244,7 +242,9 @@ class PostgresStore(PostgresLongRuns, SQLStore):
     async def _all(
         self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
     ) -> list[Any]:
-        cursor = await conn.execute(_Q[name], _params(values))
+        cursor = await conn.execute(
+            _Q[name], _params(values), prepare=False if name in _PLANNED_EACH_TIME else None
+        )
         if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
             async with conn.pipeline():
                 pass
@@ -339,6 +339,15 @@ class PostgresStore(PostgresLongRuns, SQLStore):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def api_keys_epoch(self) -> int | None:
+        return self.key_news.epoch()
+
+    async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
+        try:
+            return await super().api_key_revoke(params)
+        finally:  # after the commit (or a failure that may follow one): cached keys are stale
+            self.key_news.changed()
+
     # --- schema ---------------------------------------------------------------------------
 
     async def migrate(self) -> int:
@@ -353,7 +362,9 @@ class PostgresStore(PostgresLongRuns, SQLStore):
             )
             row = await cursor.fetchone()
             current = int(row["v"]) if row else 0
-            for migration in self._migrations_after(current):
+            pending = self._migrations_after(current)
+            await _refuse_running_nodes(conn, pending)
+            for migration in pending:
                 await conn.execute(migration.sql)
                 await conn.execute(
                     "INSERT INTO duetime_migrations (version, name) VALUES (%s, %s)",
@@ -517,5 +528,31 @@ class PostgresStore(PostgresLongRuns, SQLStore):
                 now=self._fixed_now(params.now),
                 **completion_columns(cs),
             )
-        applied = {(r["run_id"], r["token"]) for r in rows if r["applied"]}
+        applied = {(r["run_id"], r["token"]) for r in rows}
         return completion_answers(params.completions, first, applied)
+
+
+NODE_FRESH_SECONDS = 30.0
+"""A node whose heartbeat is younger than this counts as running (its heartbeat is every 10 s)."""
+
+
+async def _refuse_running_nodes(
+    conn: psycopg.AsyncConnection[Any], pending: Sequence[Migration]
+) -> None:
+    """Raise :class:`NodesStillRunning` if a pending migration needs the previous release
+    stopped and some node still heartbeats (inside the migration's transaction)."""
+    stopping = next((m for m in pending if m.stops_nodes), None)
+    if stopping is None:
+        return
+    cursor = await conn.execute("SELECT to_regclass('nodes') IS NOT NULL AS known")
+    row = await cursor.fetchone()
+    if row is None or not row["known"]:
+        return
+    cursor = await conn.execute(
+        "SELECT host, pid, roles FROM nodes "
+        "WHERE heartbeat_at > clock_timestamp() - make_interval(secs => %s) ORDER BY host, pid",
+        (NODE_FRESH_SECONDS,),
+    )
+    running = [f"{r['host']}:{r['pid']} ({', '.join(r['roles'])})" for r in await cursor.fetchall()]
+    if running:
+        raise NodesStillRunning(f"{stopping.version:03d}_{stopping.name}", running)

@@ -1,4 +1,6 @@
 -- API keys: only the SHA-256 of a key's secret is stored; revoked keys stay for the record.
+-- A statement that changes a key (revocation; any later change of role, tenant or expiry)
+-- must announce it on channel duetime_api_keys: processes cache verified keys until told.
 
 -- name: api_key_insert
 INSERT INTO api_keys (id, tenant, role, name, prefix, key_hash, created_at)
@@ -18,10 +20,12 @@ WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 ORDER BY created_at, id;
 
 -- name: api_key_revoke
+-- Announced to every process that caches verified keys (store/postgres/key_news.py): the
+-- notification is delivered when the revocation commits, and never without it.
 UPDATE api_keys
 SET revoked_at = coalesce(revoked_at, %(now)s::timestamptz, clock_timestamp())
 WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-RETURNING *;
+RETURNING *, pg_notify('duetime_api_keys', id::text) AS notified;
 
 -- name: api_key_touch
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)

@@ -11,7 +11,9 @@
 -- CTEs `groups`, `gf` and `g`, included as {{fair_groups}} (store/sqlfile.py). And the end of
 -- the three per-group run subqueries (the fair claim's, the locked step's two), included as
 -- {{startable_oldest}}: the run's job lets it start (active or completed; paused only for a
--- manual run); oldest first, up to the limit, locked (SKIP LOCKED).
+-- manual run); oldest first. The locked step reads up to its limit of each group and locks
+-- them (SKIP LOCKED); the fair claim reads up to each group's bound, locking them too or, in
+-- its `wide` form, only the runs it picked.
 -- fragment: fair_groups
 groups AS (
     (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
@@ -48,27 +50,38 @@ g AS MATERIALIZED (
                       OR (jobs.status = 'paused' AND runs.trigger = 'manual')
                FROM jobs WHERE jobs.id = runs.job_id)
         ORDER BY runs.available_at
-        LIMIT %(limit)s
-        FOR UPDATE OF runs SKIP LOCKED
 
--- name: runs_claim_fair
--- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
--- rounds already had), effective priority, available_at, id; claim the runs no quota or
--- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
--- in the order but are left to the locked step (`deferred` counts them; it comes with every
--- claimed row). With `only_fast` those are left out altogether: the claim fills what the
--- locked step left of the batch.
-WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
-{{fair_groups}},
+-- fragment: fair_claim_candidates
+due AS MATERIALIZED (
+    -- the groups with a run due within the lookahead (one index probe each)
+    SELECT g.* FROM g CROSS JOIN t
+    WHERE EXISTS (
+        SELECT 1 FROM runs
+        WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
+          AND runs.priority = g.priority
+          AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
+    )
+),
+gb AS (
+    -- each group's bound: with %(share)s, what its tenant's weight gives it of the batch among
+    -- the tenants with runs due (a tenant's picks can all come from one group); without, the
+    -- batch. A group that yields its whole bound is `capped`: it may hold more
+    SELECT due.*, CASE WHEN %(share)s::bool
+        THEN least(%(limit)s, ceil(%(limit)s::float8 * due.weight / w.total)::int)
+        ELSE %(limit)s END AS bound
+    FROM due CROSS JOIN (
+        SELECT sum(weight) AS total FROM (SELECT DISTINCT tenant, weight FROM due) d
+    ) w
+),
 cand AS (
-    SELECT c.id, c.tenant, c.available_at, g.weight, g.running,
+    SELECT c.id, c.tenant, g.queue, c.priority, g.bound, c.available_at, g.weight, g.running,
            c.concurrency_key IS NULL AND NOT g.limited AS fast,
            CASE WHEN %(aging_us)s::bigint > 0
                 THEN c.priority::bigint * %(aging_us)s::bigint + least(greatest(
                          (extract(epoch FROM t.now - c.available_at) * 1000000)::bigint, 0),
                          greatest((%(aging_cap)s::bigint - c.priority) * %(aging_us)s::bigint, 0))
                 ELSE c.priority::bigint END AS eff
-    FROM g CROSS JOIN t
+    FROM gb g CROSS JOIN t
     CROSS JOIN LATERAL (
         SELECT runs.id, runs.tenant, runs.priority, runs.available_at, runs.concurrency_key
         FROM runs
@@ -77,8 +90,14 @@ cand AS (
           AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
           AND (NOT %(only_fast)s::bool OR (runs.concurrency_key IS NULL AND NOT g.limited))
-          AND {{startable_oldest}}
+
+-- fragment: fair_claim_pick
     ) c
+),
+capped AS (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM cand GROUP BY tenant, queue, priority HAVING count(*) >= min(bound)
+    ) x
 ),
 ranked AS (
     SELECT cand.*,
@@ -86,18 +105,67 @@ ranked AS (
     FROM cand
 ),
 picked AS (
-    SELECT id, fast FROM ranked
+    SELECT id, fast, 'scheduled'::text AS from_state FROM ranked
     ORDER BY (running + rnk - 1)::float8 / weight, eff DESC, available_at, id
     LIMIT %(limit)s
 )
+
+-- fragment: fair_claim_update
 UPDATE runs r SET
     state = 'running', token = r.token + 1, attempt = r.attempt + 1,
     lease_owner = %(worker_id)s, lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s),
     claimed_at = t.now, finished_at = NULL,
     started_at = CASE WHEN r.available_at <= t.now THEN t.now ELSE NULL END
+
+-- fragment: fair_claim_returning
+RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred,
+          (SELECT n FROM capped) AS capped,
+          (SELECT sum(bound) FROM gb) > 2 * %(limit)s AS wide
+
+-- name: runs_claim_fair
+-- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
+-- rounds already had), effective priority, available_at, id; claim the runs no quota or
+-- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
+-- in the order but are left to the locked step (`deferred` counts them; it comes with every
+-- claimed row). With `only_fast` those are left out altogether: the claim fills what the
+-- locked step left of the batch. The candidates are locked as they are read (SKIP LOCKED):
+-- concurrent claims take different runs. When the groups' bounds add up to many times the
+-- batch (`wide`), runs_claim_fair_wide is the cheaper statement.
+WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+{{fair_groups}},
+{{fair_claim_candidates}}
+          AND {{startable_oldest}}
+        LIMIT g.bound
+        FOR UPDATE OF runs SKIP LOCKED
+{{fair_claim_pick}}
+{{fair_claim_update}}
 FROM picked, t
 WHERE r.id = picked.id AND picked.fast
-RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred;
+{{fair_claim_returning}};
+
+-- name: runs_claim_fair_wide
+-- runs_claim_fair for many groups (many tenants, queues, priorities): the candidates are
+-- read without locks and only the picked runs are locked (SKIP LOCKED: one a concurrent
+-- claim took is left out of this batch). Locking every candidate would write a lock for
+-- many times the batch; but two claims at once may read the same candidates, and the
+-- second then gets few — so it is used only while the claims say `wide`.
+WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+{{fair_groups}},
+{{fair_claim_candidates}}
+          AND {{startable_oldest}}
+        LIMIT g.bound
+{{fair_claim_pick}},
+locked AS (
+    -- through the primary key; the state compared with the pick's `from_state`, not a
+    -- constant, so no partial index of scheduled runs matches
+    SELECT runs.id FROM runs JOIN picked p ON p.id = runs.id AND p.from_state = runs.state
+    WHERE runs.id = ANY(ARRAY(SELECT id FROM picked WHERE fast))
+    FOR UPDATE OF runs SKIP LOCKED
+)
+{{fair_claim_update}}
+FROM locked, t
+WHERE r.id = locked.id
+{{fair_claim_returning}};
 
 -- name: runs_claim_locked_candidates
 -- The locked step's candidates, locked (SKIP LOCKED): every run of a limited tenant, and the
@@ -114,6 +182,8 @@ cand AS (
           AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
           AND {{startable_oldest}}
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
     ) c
     WHERE g.limited
     UNION ALL
@@ -126,6 +196,8 @@ cand AS (
           AND runs.available_at <= %(now)s + make_interval(secs => %(lookahead)s)
           AND runs.task = ANY(%(tasks)s::text[])
           AND {{startable_oldest}}
+        LIMIT %(limit)s
+        FOR UPDATE OF runs SKIP LOCKED
     ) c
     WHERE NOT g.limited
 )

@@ -194,61 +194,81 @@ renewed AS (
 SELECT id FROM held;
 
 -- name: runs_complete
--- The fenced end of a batch of attempts, one statement: runs still `running` with the
--- attempt's token take the outcome; every attempt is recorded (`stale` where refused); one-shot
--- jobs whose run ended become `completed`. The caller sends each (run, token) once. With
--- %(tenant)s (a remote worker), another tenant's run is neither completed nor recorded.
+-- The fenced end of a batch of attempts, one statement over arrays (element k of each is
+-- attempt k; each (run, token) sent once): the runs still `running` with the attempt's token
+-- take the outcome — the fencing check is the update's own WHERE, found through the primary
+-- key (`id = ANY`), no lookup before it; every attempt is recorded (`stale` where refused, its
+-- job and tenant read for those few only); one-shot jobs whose run ended become `completed`.
+-- A run going back to `scheduled` (a retry, a run handed back) whose job was cancelled
+-- meanwhile ends `cancelled` instead: nothing would ever claim it. With %(tenant)s (a remote
+-- worker), another tenant's run is neither completed nor recorded.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
-    SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
-        run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
-        error_class text, error_message text, traceback text, worker_id text, number int,
-        claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
-        refund_attempt bool
-    )
+    SELECT * FROM unnest(
+        %(run_id)s::uuid[], %(token)s::bigint[], %(next_state)s::text[],
+        %(available_at)s::timestamptz[], %(reason)s::text[], %(error_class)s::text[],
+        %(error_message)s::text[], %(traceback)s::text[], %(worker_id)s::text[],
+        %(number)s::int[], %(claimed_at)s::timestamptz[], %(started_at)s::timestamptz[],
+        %(outcome)s::text[], %(completes_job)s::bool[], %(refund_attempt)s::bool[]
+    ) AS i(
+        run_id, token, next_state, available_at, reason, error_class, error_message, traceback,
+        worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt
+    ) CROSS JOIN (VALUES ('running')) AS held(from_state)
 ),
-locked AS (
-    -- each attempt's run, locked, found through its primary key (LATERAL + LIMIT): statistics
-    -- taken while few runs were in flight make a scan of the partial indexes of running runs
-    -- look cheaper, and it reads every running run's index entries, dead ones included
-    -- (milliseconds per batch until the next vacuum). A run deleted while this waited for its
-    -- lock is absent: no attempt is recorded for it (attempts have no foreign key to runs)
-    SELECT i.*, k.token AS run_token, k.state AS run_state, k.tenant AS run_tenant,
-           k.job_id AS run_job_id
-    FROM input i
-    CROSS JOIN LATERAL (
-        SELECT runs.token, runs.state, runs.tenant, runs.job_id FROM runs
-        WHERE runs.id = i.run_id LIMIT 1 FOR UPDATE
-    ) k
-),
-held AS (
-    -- each run still `running` with the attempt's token
-    -- (the checks stay outside the lookup: inside, the partial index's predicate would match)
-    SELECT l.run_id FROM locked l
-    WHERE l.run_token = l.token AND l.run_state = 'running'
-      AND (%(tenant)s::text IS NULL OR l.run_tenant = %(tenant)s::text)
+orphaned AS MATERIALIZED (
+    -- runs going back to `scheduled` whose job is cancelled (retries and hand-backs only)
+    SELECT r.id FROM runs r JOIN jobs j ON j.id = r.job_id
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM input WHERE next_state = 'scheduled'))
+      AND j.status = 'cancelled'
 ),
 done AS (
-    -- carries what the attempt record and the job need, so nothing below joins back to it
-    -- (a CTE's row estimate is 1: a join with it becomes a nested loop over the whole batch)
     UPDATE runs r SET
-        state = i.next_state,
+        state = CASE WHEN o.id IS NULL THEN i.next_state ELSE 'cancelled' END,
         attempt = r.attempt - CASE WHEN i.refund_attempt THEN 1 ELSE 0 END,
         available_at = coalesce(i.available_at, r.available_at),
-        finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE t.now END,
-        lease_owner = NULL, lease_expires_at = NULL, reason = i.reason,
+        finished_at = CASE WHEN i.next_state = 'scheduled' AND o.id IS NULL THEN NULL
+                           ELSE t.now END,
+        lease_owner = NULL, lease_expires_at = NULL,
+        reason = CASE WHEN o.id IS NULL THEN i.reason ELSE 'cancelled' END,
         last_error_class = i.error_class, last_error_message = i.error_message
-    FROM input i, t
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM held)) AND r.id = i.run_id AND r.token = i.token
-    RETURNING r.id, r.job_id, r.tenant, i.token, i.number, i.worker_id, i.claimed_at,
+    FROM input i CROSS JOIN t LEFT JOIN orphaned o ON o.id = i.run_id
+    -- the batch found through the primary key (an array the plan cannot see into), joined
+    -- to the input by hash: the statement is planned for its input each time (never
+    -- prepared: a generic plan guesses 10 input rows, joins by nested loop, and compares
+    -- every run with every input row). The run must still be `running`, compared with the
+    -- input's `from_state`, not a constant: the statistics of running runs (they rarely
+    -- know how many are in flight) then play no part in the plan, and no partial index of
+    -- running runs (a scan of one reads every running run's entries, dead ones included)
+    -- matches
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM input)) AND r.id = i.run_id
+      AND r.token = i.token AND r.state = i.from_state
+      AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
+    RETURNING r.id, r.job_id, r.tenant, r.state, i.token, i.number, i.worker_id, i.claimed_at,
               i.started_at, i.outcome, i.error_class, i.error_message, i.traceback,
-              i.completes_job, i.next_state
+              i.completes_job
 ),
 completed_jobs AS (
     UPDATE jobs j SET status = 'completed', next_fire_at = NULL, updated_at = t.now
     FROM done d, t
-    WHERE j.id = d.job_id AND d.completes_job AND d.next_state <> 'scheduled'
+    WHERE j.id = d.job_id AND d.completes_job AND d.state <> 'scheduled'
       AND j.status IN ('active', 'paused')
+),
+refused_updated AS (
+    -- attempts the fence refused whose run this statement updated for another token (its
+    -- row cannot be locked twice by one statement), with that run's job and tenant
+    SELECT i.*, d.job_id, d.tenant FROM input i JOIN done d ON d.id = i.run_id
+    WHERE i.token <> d.token
+),
+refused AS (
+    -- every other refused attempt, its run read locked (KEY SHARE): a delete of the run
+    -- (retention, a job's delete) either waits for this record, then deletes it with the
+    -- run, or ends first, and then no record is made for a run that is gone
+    SELECT i.*, r.job_id, r.tenant FROM input i JOIN runs r ON r.id = i.run_id
+    WHERE r.id = ANY(ARRAY(SELECT x.run_id FROM input x WHERE x.run_id NOT IN (
+        SELECT d.id FROM done d
+    )))
+      AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
+    FOR KEY SHARE OF r
 ),
 recorded AS (
     INSERT INTO attempts (
@@ -259,15 +279,10 @@ recorded AS (
            d.started_at, t.now, d.outcome, d.error_class, d.error_message, d.traceback
     FROM done d CROSS JOIN t
     UNION ALL
-    -- refused (stale) attempts of the runs `locked` found (no second lookup: a run deleted
-    -- meanwhile is not there). NOT IN over `done` is a hashed subplan, one probe per row
-    SELECT l.run_id, l.token, l.run_job_id, l.run_tenant, l.number, l.worker_id, l.claimed_at,
-           l.started_at, t.now, 'stale', l.error_class, l.error_message, l.traceback
-    FROM locked l
-    CROSS JOIN t
-    WHERE (l.run_id, l.token) NOT IN (SELECT d.id, d.token FROM done d)
-      AND (%(tenant)s::text IS NULL OR l.run_tenant = %(tenant)s::text)
-    ON CONFLICT (run_id, token) DO UPDATE SET
+    SELECT f.run_id, f.token, f.job_id, f.tenant, f.number, f.worker_id, f.claimed_at,
+           f.started_at, t.now, 'stale', f.error_class, f.error_message, f.traceback
+    FROM (SELECT * FROM refused_updated UNION ALL SELECT * FROM refused) f CROSS JOIN t
+    ON CONFLICT (run_id, token, claimed_at) DO UPDATE SET
         outcome = excluded.outcome, finished_at = excluded.finished_at,
         started_at = coalesce(attempts.started_at, excluded.started_at),
         error_class = excluded.error_class, error_message = excluded.error_message,
@@ -275,8 +290,7 @@ recorded AS (
     -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
     WHERE attempts.outcome IN ('lost', 'cancelled')
 )
-SELECT i.run_id, i.token, (i.run_id, i.token) IN (SELECT d.id, d.token FROM done d) AS applied
-FROM input i;
+SELECT d.id AS run_id, d.token FROM done d;
 
 -- name: leases_expired
 SELECT * FROM runs
@@ -312,7 +326,7 @@ SELECT * FROM unnest(
     %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[], %(outcome)s::text[],
     %(error_class)s::text[], %(error_message)s::text[]
 )
-ON CONFLICT (run_id, token) DO NOTHING;
+ON CONFLICT (run_id, token, claimed_at) DO NOTHING;
 
 -- name: runs_replay
 WITH picked AS (

@@ -213,18 +213,27 @@ ORDER BY s.first_at;
 -- thread hops of aiosqlite each, far more than SQLite's own work. With :tenant (a remote
 -- worker), only that tenant's runs.
 UPDATE runs SET
-    state = json_extract(b.value, '$[2]'),
+    state = CASE WHEN o.id IS NULL THEN json_extract(b.value, '$[2]') ELSE 'cancelled' END,
     attempt = attempt - json_extract(b.value, '$[7]'),
     available_at = coalesce(json_extract(b.value, '$[3]'), available_at),
-    finished_at = CASE WHEN json_extract(b.value, '$[2]') = 'scheduled' THEN NULL ELSE :now END,
+    finished_at = CASE WHEN json_extract(b.value, '$[2]') = 'scheduled' AND o.id IS NULL
+                       THEN NULL ELSE :now END,
     lease_owner = NULL, lease_expires_at = NULL,
-    reason = json_extract(b.value, '$[4]'),
+    reason = CASE WHEN o.id IS NULL THEN json_extract(b.value, '$[4]') ELSE 'cancelled' END,
     last_error_class = json_extract(b.value, '$[5]'),
     last_error_message = json_extract(b.value, '$[6]')
 FROM json_each(:batch) AS b
+-- a run going back to `scheduled` (a retry, a hand-back) whose job was cancelled meanwhile
+-- ends `cancelled`: nothing would ever claim it
+LEFT JOIN (
+    SELECT r.id FROM runs r JOIN jobs j ON j.id = r.job_id
+    WHERE j.status = 'cancelled' AND r.state = 'running'
+      AND r.id IN (SELECT json_extract(value, '$[0]') FROM json_each(:batch)
+                   WHERE json_extract(value, '$[2]') = 'scheduled')
+) AS o ON o.id = json_extract(b.value, '$[0]')
 WHERE runs.id = json_extract(b.value, '$[0]') AND runs.token = json_extract(b.value, '$[1]')
   AND runs.state = 'running' AND (:tenant IS NULL OR runs.tenant = :tenant)
-RETURNING runs.id, runs.token, runs.job_id;
+RETURNING runs.id, runs.token, runs.job_id, runs.state;
 
 -- name: attempts_record
 -- Every attempt of a completed batch recorded (`records`: a JSON array of [run id, token,

@@ -1,0 +1,192 @@
+"""The weekly partitions of ``attempts`` on PostgreSQL (docs/decisions/0015).
+
+``attempts`` is range-partitioned on ``claimed_at``, one partition a week (Monday 00:00 UTC to
+the next), named ``attempts_wYYYYMMDD`` after the week's Monday, beside the default partition
+``attempts_default`` (attempts of a week with no partition of its own, and the attempts kept
+from dropped weeks). The leader's retention pass calls :meth:`attempts_partitions`:
+
+- **Ahead**: the weeks from the current one to ``ahead`` weeks later get their partition. A
+  week's attempts already in the default partition move into it in the same transaction.
+- **Past retention**: a week that ended at or before the retention cut is detached and
+  dropped whole, instead of deleting its attempts row by row. Before that, the attempts that
+  must outlive it are copied to the default partition: those of runs still live or dead
+  letters (retention never drops an unresolved dead letter's history), and those that ended at
+  or after the cut (an attempt is kept for the retention period after it ended).
+
+Locks: each week is one transaction, fenced by the leadership. The expensive read (the week's
+attempts of live and dead runs) happens before the exclusive lock; ``DETACH`` then holds
+``attempts`` exclusively for a few index reads and the drop, so completions wait milliseconds,
+and at most ``lock_timeout`` before the week is retried at the next pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import psycopg
+from psycopg import sql
+
+from duetime.store.base import (
+    AttemptPartitionsChange,
+    AttemptPartitionsParams,
+    LeaderFence,
+)
+
+log = logging.getLogger("duetime.store.partitions")
+
+WEEK = timedelta(days=7)
+PREFIX = "attempts_w"
+LOCK_TIMEOUT = "5s"
+"""How long a week's create or drop waits for its lock before it gives up until the next pass."""
+
+
+def week_start(t: datetime) -> datetime:
+    """The Monday 00:00 UTC that starts the week holding ``t``."""
+    day = t.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=day.weekday())
+
+
+def partition_name(start: datetime) -> str:
+    return f"{PREFIX}{start:%Y%m%d}"
+
+
+def _week_of(name: str) -> datetime | None:
+    try:
+        return datetime.strptime(name[len(PREFIX) :], "%Y%m%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+class _Host(Protocol):
+    """What the mixin needs from :class:`~duetime.store.postgres.store.PostgresStore`."""
+
+    def _tx(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+    def _read(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+    async def _now(self, conn: psycopg.AsyncConnection[Any], now: datetime | None) -> datetime: ...
+    async def _holds(
+        self, conn: psycopg.AsyncConnection[Any], fence: LeaderFence | None, now: datetime
+    ) -> bool: ...
+
+
+class PostgresAttemptPartitions:
+    """Mixed into PostgresStore: :meth:`attempts_partitions`."""
+
+    async def attempts_partitions(
+        self: _Host, params: AttemptPartitionsParams
+    ) -> AttemptPartitionsChange:
+        async with self._read() as conn:
+            now = await self._now(conn, params.now)
+            weeks = await _weeks(conn)
+        created: list[str] = []
+        first = week_start(now)
+        for k in range(params.ahead + 1):
+            start = first + k * WEEK
+            if start not in weeks and start + WEEK > params.before:
+                async with _fenced(self, params) as conn:
+                    if conn is not None:
+                        await _create_week(conn, start)
+                        created.append(partition_name(start))
+        dropped: list[str] = []
+        kept = 0
+        for start in sorted(weeks):
+            if start + WEEK > params.before:
+                continue
+            async with _fenced(self, params) as conn:
+                if conn is not None:
+                    kept += await _drop_week(conn, start, params.before)
+                    dropped.append(partition_name(start))
+        if created or dropped:
+            log.info(
+                "attempt partitions: created %s, dropped %s (%d attempts kept)",
+                created,
+                dropped,
+                kept,
+            )
+        return AttemptPartitionsChange(tuple(created), tuple(dropped), kept)
+
+
+@contextlib.asynccontextmanager
+async def _fenced(
+    host: _Host, params: AttemptPartitionsParams
+) -> AsyncIterator[psycopg.AsyncConnection[Any] | None]:
+    """A transaction that yields its connection while ``params.leader`` leads (None
+    otherwise), with a bounded lock wait; a lock not granted in time ends it without harm:
+    the week is done at the next pass."""
+    try:
+        async with host._tx() as conn:
+            now = await host._now(conn, None)
+            if not await host._holds(conn, params.leader, now):
+                yield None
+                return
+            await conn.execute(
+                sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT))
+            )
+            yield conn
+    except psycopg.errors.LockNotAvailable:
+        log.warning("attempt partitions: a lock was not granted in %s; retried later", LOCK_TIMEOUT)
+
+
+async def _weeks(conn: psycopg.AsyncConnection[Any]) -> set[datetime]:
+    cursor = await conn.execute(
+        "SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = 'attempts'::regclass"
+    )
+    weeks = {_week_of(row["name"]) for row in await cursor.fetchall()}
+    return {w for w in weeks if w is not None}
+
+
+async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> None:
+    """The week's partition, with the attempts of that week the default partition holds."""
+    table = sql.Identifier(partition_name(start))
+    lo, hi = sql.Literal(start), sql.Literal(start + WEEK)
+    await conn.execute(
+        sql.SQL("CREATE TABLE {} (LIKE attempts INCLUDING DEFAULTS INCLUDING CONSTRAINTS)").format(
+            table
+        )
+    )
+    await conn.execute(
+        sql.SQL(
+            "WITH moved AS (DELETE FROM attempts_default "
+            "WHERE claimed_at >= {lo} AND claimed_at < {hi} RETURNING *) "
+            "INSERT INTO {table} SELECT * FROM moved"
+        ).format(table=table, lo=lo, hi=hi)
+    )
+    await conn.execute(
+        sql.SQL("ALTER TABLE attempts ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})").format(
+            table, lo, hi
+        )
+    )
+
+
+async def _drop_week(conn: psycopg.AsyncConnection[Any], start: datetime, before: datetime) -> int:
+    """Detach and drop the week's partition, first keeping in the default partition the
+    attempts that must outlive it; returns how many were kept."""
+    table = sql.Identifier(partition_name(start))
+    cut = sql.Literal(before)
+    # read while the partition is still attached (no exclusive lock yet): the attempts of runs
+    # live or dead now. A run that turns live or dead later was live now (nothing returns to
+    # those states from a finished one but a dead letter's replay, which is dead now).
+    await conn.execute(
+        sql.SQL(
+            "CREATE TEMP TABLE kept_attempts ON COMMIT DROP AS SELECT a.* FROM {} a "
+            "WHERE a.run_id IN (SELECT id FROM runs "
+            "WHERE state IN ('scheduled', 'running', 'dead'))"
+        ).format(table)
+    )
+    await conn.execute(sql.SQL("ALTER TABLE attempts DETACH PARTITION {}").format(table))
+    # detached: every write to the week has committed; add what ended at or after the cut
+    await conn.execute(
+        sql.SQL(
+            "INSERT INTO kept_attempts SELECT a.* FROM {} a WHERE a.finished_at >= {} "
+            "AND NOT EXISTS (SELECT 1 FROM kept_attempts k WHERE k.run_id = a.run_id "
+            "AND k.token = a.token AND k.claimed_at = a.claimed_at)"
+        ).format(table, cut)
+    )
+    cursor = await conn.execute("INSERT INTO attempts SELECT * FROM kept_attempts")
+    kept = cursor.rowcount
+    await conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    return kept

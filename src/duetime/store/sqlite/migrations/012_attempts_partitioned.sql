@@ -1,0 +1,3 @@
+-- v12 (issue 15): PostgreSQL range-partitions attempts by week; SQLite has no partitioning and
+-- keeps one attempts table, pruned row by row with its runs. Nothing changes here: the
+-- version moves with PostgreSQL's so both stores share one SCHEMA_VERSION.

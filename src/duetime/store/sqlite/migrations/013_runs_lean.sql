@@ -1,0 +1,3 @@
+-- v13 (issue 15): PostgreSQL trims the indexes of runs and attempts and leaves room on runs'
+-- pages (see its migration); SQLite's tables and indexes stay as they are. The version moves
+-- with PostgreSQL's so both stores share one SCHEMA_VERSION.
