@@ -140,9 +140,12 @@ async def _weeks(conn: psycopg.AsyncConnection[Any]) -> set[datetime]:
 
 
 async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> None:
-    """The week's partition, with the attempts of that week the default partition holds."""
+    """The week's partition, with the attempts of that week the default partition holds.
+    Writes to the default partition wait meanwhile (a row it gained between the move and the
+    attach would fail the attach)."""
     table = sql.Identifier(partition_name(start))
     lo, hi = sql.Literal(start), sql.Literal(start + WEEK)
+    await conn.execute("LOCK TABLE attempts_default IN SHARE ROW EXCLUSIVE MODE")
     await conn.execute(
         sql.SQL("CREATE TABLE {} (LIKE attempts INCLUDING DEFAULTS INCLUDING CONSTRAINTS)").format(
             table
