@@ -67,8 +67,8 @@ gb AS (
     -- the tenants with runs due (a tenant's picks can all come from one group); without, the
     -- batch. A group that yields its whole bound is `capped`: it may hold more
     SELECT due.*, CASE WHEN %(share)s::bool
-        THEN least(%(limit)s, ceil(%(limit)s::float8 * due.weight / w.total)::int)
-        ELSE %(limit)s END AS bound
+        THEN least(%(limit)s::int, ceil(%(limit)s::int::float8 * due.weight / w.total)::int)
+        ELSE %(limit)s::int END AS bound
     FROM due CROSS JOIN (
         SELECT sum(weight) AS total FROM (SELECT DISTINCT tenant, weight FROM due) d
     ) w
@@ -107,7 +107,7 @@ ranked AS (
 picked AS (
     SELECT id, fast, 'scheduled'::text AS from_state FROM ranked
     ORDER BY (running + rnk - 1)::float8 / weight, eff DESC, available_at, id
-    LIMIT %(limit)s
+    LIMIT %(limit)s::int
 )
 
 -- fragment: fair_claim_update
@@ -120,7 +120,7 @@ UPDATE runs r SET
 -- fragment: fair_claim_returning
 RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred,
           (SELECT n FROM capped) AS capped,
-          (SELECT sum(bound) FROM gb) > 2 * %(limit)s AS wide
+          (SELECT sum(bound) FROM gb) > 2 * %(limit)s::int AS wide
 
 -- name: runs_claim_fair
 -- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
