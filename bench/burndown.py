@@ -406,7 +406,7 @@ def duetime_burndown(
             spy.send_signal(2)
             spy.wait(30)
         if os.environ.get("DUETIME_BENCH_STATEMENTS") and store == "postgres":
-            _print_statements(db)
+            print_statements(db)
         succeeded, attempts, span = _figures(db)
         errors = stop_all(procs)
         procs = []
@@ -454,14 +454,14 @@ def duetime_burndown(
         db.drop()
 
 
-def _print_statements(db: Database) -> None:
+def print_statements(db: Database) -> None:
     """With DUETIME_BENCH_STATEMENTS set: the measured statements that took longest, and
     what autovacuum did to ``runs`` meanwhile (to stderr; not a figure of the benchmark)."""
     rows = db.query(
         "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), "
         "rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 70) FROM pg_stat_statements "
         "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "ORDER BY total_exec_time DESC LIMIT 5"
+        "ORDER BY total_exec_time DESC LIMIT 8"
     )
     for calls, total, mean, count, text in rows:
         print(f"  {calls:>6} calls {total:>9} ms (mean {mean} ms) {count:>7} rows  {text}",

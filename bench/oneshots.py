@@ -24,6 +24,7 @@ run.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -47,7 +48,7 @@ from bench._common import (
     stop_all,
     wait_for,
 )
-from bench.burndown import Database, cpu_text
+from bench.burndown import Database, cpu_text, print_statements
 from bench.minimal import per_run
 from duetime.app import AsyncApp
 from duetime.registration import JobSpec
@@ -130,6 +131,8 @@ def duetime_oneshots(
         wait_for(f"{jobs:,} one-shot jobs", settled, lead + timeout, 1.0, tick)
         used = cpu[0].stop()
         db_cpu = meter.stop()
+        if os.environ.get("DUETIME_BENCH_STATEMENTS"):
+            print_statements(db)
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'succeeded'), extract(epoch FROM "
             "max(finished_at) - least(min(claimed_at), %(due)s)), "

@@ -26,11 +26,15 @@ class Settings:
     scheduler_horizon: float = 10.0
     scheduler_batch: int = 500
     worker_lookahead: float = 1.0
-    worker_concurrency: int = 10
-    """The most runs a worker executes at once (a ceiling: it claims ahead of its free slots
-    only what they finish within ``worker_claim_ahead`` claim round trips)."""
-    worker_batch: int = 100
-    """The most runs one claim takes."""
+    worker_concurrency: int = 100
+    """The most runs a worker executes at once: a ceiling, not a size. A worker claims for 10
+    slots at first and for twice as many (up to this) after each claim that came back full
+    while its slots were all taken; it claims ahead of its free slots only what they finish
+    within ``worker_claim_ahead`` claim round trips (worker/claim_ahead.py)."""
+    worker_batch: int = 500
+    """The most runs one claim takes: a ceiling. A claim takes at most 100 at first, twice as
+    many after each claim that came back full, half as many after runs claimed ahead waited
+    for a slot (worker/claim_ahead.py)."""
     worker_claim_ahead: float = 2.0
     """Claim round trips' worth of work a worker may hold beyond its free slots, from the
     measured time a run holds a slot (worker/claim_ahead.py); 0 claims only free slots."""

@@ -17,9 +17,11 @@ Label cardinality stays bounded: labels are ``tenant``, ``task``, ``queue``, ``r
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -96,6 +98,29 @@ class _Bounded:
             return OTHER
         self._seen.add(value)
         return value
+
+
+def observe_many(histogram: Any, amounts: Sequence[float]) -> None:
+    """``histogram.observe(a)`` for every ``a`` of ``amounts``, the buckets incremented once
+    each (a worker records its runs per batch). Reaches into prometheus_client's histogram
+    child (``_upper_bounds``, ``_buckets``, ``_sum``: the layout ``observe`` itself uses);
+    one observation at a time if that layout is not there."""
+    if not amounts:
+        return
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None:
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    counts = [0] * len(bounds)
+    for amount in amounts:
+        counts[bisect.bisect_left(bounds, amount)] += 1  # the first bound >= amount, as observe
+    for bucket, count in zip(buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
+    total.inc(math.fsum(amounts))
 
 
 class Metrics:
@@ -204,6 +229,32 @@ class Metrics:
         self._child(self.attempts, t, k, outcome).inc()
         if duration is not None and duration >= 0:
             self._child(self.duration, t, k).observe(duration)
+
+    def started_many(self, tenant: str, task: str, lags: Sequence[float]) -> None:
+        """:meth:`started` of ``len(lags)`` runs of one tenant and task at once (a worker
+        counts its starts per batch), ``lags`` their fire lags in seconds."""
+        t, k = self.labels(tenant, task)
+        self._child(self.runs_started, t, k).inc(len(lags))
+        observe_many(self._child(self.fire_lag, t), [max(0.0, lag) for lag in lags])
+
+    def attempts_ended(
+        self, tenant: str, task: str, outcome: str, count: int, durations: Sequence[float] = ()
+    ) -> None:
+        """:meth:`attempt_ended` of ``count`` attempts at once, ``durations`` those measured."""
+        t, k = self.labels(tenant, task)
+        self._child(self.attempts, t, k, outcome).inc(count)
+        if durations:
+            observe_many(self._child(self.duration, t, k), [d for d in durations if d >= 0])
+
+    def runs_ended(
+        self, tenant: str, task: str, state: str, reason: str | None, count: int
+    ) -> None:
+        """:meth:`run_ended` of ``count`` runs at once."""
+        t, k = self.labels(tenant, task)
+        if state == "succeeded":
+            self._child(self.runs_succeeded, t, k).inc(count)
+        elif state == "dead":
+            self._child(self.runs_dead, t, k, reason or "unknown").inc(count)
 
     def run_ended(self, tenant: str, task: str, state: str, reason: str | None = None) -> None:
         t, k = self.labels(tenant, task)

@@ -25,7 +25,6 @@ from duetime._config import Settings
 from duetime._types import AttemptOutcome, RunState
 from duetime.store.base import RunCompletion
 from duetime.store.postgres.longruns import completion_columns
-from duetime.store.postgres.store import _PLANNED_EACH_TIME
 from duetime.store.sqlfile import load_queries
 
 pytestmark = pytest.mark.postgres
@@ -46,14 +45,13 @@ def _explain(
     conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Run statement ``name`` under EXPLAIN ANALYZE (it takes effect: the caller's transaction
-    is rolled back at the end) and check its plan, subplans and CTEs included. A statement the
-    store prepares is checked first in its generic plan too (what runs from its sixth
-    execution on: parameters unseen, an array parameter's ``unnest`` guessed at 10 rows), in
-    a savepoint rolled back after."""
-    if name not in _PLANNED_EACH_TIME:
-        conn.execute("SAVEPOINT generic")
-        _check(f"{name} (generic plan)", _generic_plan(conn, name, params))
-        conn.execute("ROLLBACK TO SAVEPOINT generic")
+    is rolled back at the end) and check its plan, subplans and CTEs included. It is checked
+    first in its generic plan too (what a prepared statement runs from its sixth execution on:
+    parameters unseen, an array parameter's ``unnest`` guessed at 10 rows), in a savepoint
+    rolled back after."""
+    conn.execute("SAVEPOINT generic")
+    _check(f"{name} (generic plan)", _generic_plan(conn, name, params))
+    conn.execute("ROLLBACK TO SAVEPOINT generic")
     text = QUERIES[name]
     row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()  # type: ignore[operator]
     assert row is not None

@@ -34,6 +34,8 @@ async def test_runs_spawned_after_the_drain_began_are_handed_back_too(store_url:
             worker_lookahead=60.0, worker_concurrency=RUNS, worker_batch=RUNS, shutdown_grace=2.0
         )
         worker = Worker(app.store, app.registry, settings, tasks=["sd.wait"])
+        # claim for every slot at once (no backlog has grown the claimed-for slots yet)
+        worker._ahead.concurrency = RUNS
         spawned: list[ClaimedRun] = []
 
         def stop_at_the_end_of_the_first_slice(claimed: ClaimedRun) -> None:

@@ -34,11 +34,14 @@ class Completer:
         batch: int = 500,
         linger: float = 0.0,
         listener: CompletionListener | None = None,
+        after_batch: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.batch = batch
         self.linger = linger
         self.listener = listener
+        self.after_batch = after_batch
+        """Called once a batch was written and its completions handed to ``listener``."""
         self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
         self._pending = 0
         self._pending_runs: Counter[uuid.UUID] = Counter()
@@ -106,3 +109,5 @@ class Completer:
                 )
             if self.listener is not None:
                 self.listener(completion, ok)
+        if self.after_batch is not None:
+            self.after_batch()

@@ -108,5 +108,9 @@ def after_failure(
     )
 
 
+_SUCCESS = Decision(AttemptOutcome.SUCCEEDED, RunState.SUCCEEDED)
+
+
 def after_success() -> Decision:
-    return Decision(AttemptOutcome.SUCCEEDED, RunState.SUCCEEDED)
+    """The decision of every successful attempt (one shared frozen instance)."""
+    return _SUCCESS

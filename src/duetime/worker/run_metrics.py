@@ -1,7 +1,12 @@
 """What a worker tells the metrics (:class:`RunObserver`): starts (fire lag), outcomes
 (attempt outcomes, run ends, durations), runs that did not start, misfire skips. The worker
 calls it at those points; the completion listener it wraps sees every written outcome
-(applied or stale)."""
+(applied or stale).
+
+Starts and outcomes are tallied in plain dictionaries on the hot path and handed to
+Prometheus per batch (:meth:`RunObserver.flush`): the worker flushes after every completion
+batch and on its summary tick, so a run's start and outcome are exported by the time its
+outcome is written (and listeners called), at most one batch later than one by one."""
 
 from __future__ import annotations
 
@@ -16,13 +21,30 @@ from duetime.worker.completer import CompletionListener
 
 ALL = "_all"
 
+_Labels = tuple[str, str]
+"""(tenant, task)."""
+
+_ENDED_STATES = {RunState.SUCCEEDED: "succeeded", RunState.DEAD: "dead"}
+
 
 class RunObserver:
+    """Per-run bookkeeping for the worker's metrics; not thread-safe (the worker's loop)."""
+
+    __slots__ = ("_ended", "_finished", "_labels", "_outcomes", "_started", "_starts", "metrics")
+
     def __init__(self, registry: Metrics | None = None) -> None:
         self.metrics = registry or metrics()
-        self._labels: dict[uuid.UUID, tuple[str, str]] = {}
+        self._labels: dict[uuid.UUID, _Labels] = {}
         self._started: dict[uuid.UUID, float] = {}
         self._finished: dict[uuid.UUID, float] = {}
+        self._starts: dict[_Labels, list[float]] = {}
+        """Fire lags (seconds) of the starts not yet flushed, by labels."""
+        self._outcomes: dict[tuple[str, str, str], list[float | None]] = {}
+        """Durations (None: not measured) of the attempts ended and not yet flushed, by
+        (tenant, task, outcome)."""
+        self._ended: dict[tuple[str, str, str, str | None], int] = {}
+        """Runs ended (succeeded or dead) and not yet flushed, by (tenant, task, state,
+        reason)."""
 
     def claimed(self, claimed: ClaimedRun) -> None:
         run = claimed.run
@@ -30,10 +52,16 @@ class RunObserver:
 
     def started(self, claimed: ClaimedRun, started_at: datetime | None) -> None:
         run = claimed.run
-        self._labels[run.id] = (run.tenant, run.task)
+        labels = (run.tenant, run.task)
+        self._labels[run.id] = labels
         self._started[run.id] = time.monotonic()
         due = run.scheduled_for if run.attempt <= 1 else run.available_at
-        self.metrics.started(run.tenant, run.task, due, started_at or run.available_at)
+        lag = ((started_at or run.available_at) - due).total_seconds()
+        lags = self._starts.get(labels)
+        if lags is None:
+            self._starts[labels] = [lag]
+        else:
+            lags.append(lag)
 
     def finished(self, run_id: uuid.UUID) -> None:
         """The attempt's outcome is known (its duration ends here)."""
@@ -53,9 +81,29 @@ class RunObserver:
         end = self._finished.pop(run_id, None) or time.monotonic()
         duration = None if start is None or completion.started_at is None else end - start
         outcome = str(completion.outcome) if applied else "stale"
-        self.metrics.attempt_ended(tenant, task, outcome, duration)
-        if applied and completion.next_state in (RunState.SUCCEEDED, RunState.DEAD):
-            self.metrics.run_ended(tenant, task, str(completion.next_state), completion.reason)
+        key = (tenant, task, outcome)
+        durations = self._outcomes.get(key)
+        if durations is None:
+            self._outcomes[key] = [duration]
+        else:
+            durations.append(duration)
+        state = _ENDED_STATES.get(completion.next_state) if applied else None
+        if state is not None:
+            ended = (tenant, task, state, completion.reason)
+            self._ended[ended] = self._ended.get(ended, 0) + 1
+
+    def flush(self) -> None:
+        """Hand the tallied starts and outcomes to Prometheus."""
+        starts, self._starts = self._starts, {}
+        outcomes, self._outcomes = self._outcomes, {}
+        ended, self._ended = self._ended, {}
+        for (tenant, task), lags in starts.items():
+            self.metrics.started_many(tenant, task, lags)
+        for (tenant, task, outcome), durations in outcomes.items():
+            measured = [d for d in durations if d is not None]
+            self.metrics.attempts_ended(tenant, task, outcome, len(durations), measured)
+        for (tenant, task, state, reason), count in ended.items():
+            self.metrics.runs_ended(tenant, task, state, reason, count)
 
     def listener(self, then: CompletionListener | None) -> CompletionListener:
         """A completion listener that records the outcome, then calls ``then``."""

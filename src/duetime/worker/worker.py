@@ -4,9 +4,13 @@ Loops (all supervised: if one dies, the worker stops and re-raises):
 - producer: claims its free slots, plus what they finish while the next claim travels
   (worker/claim_ahead.py), in one atomic statement, woken by news of new runs (NOTIFY on
   PostgreSQL) or a jittered poll;
-- one task per claimed run: waits for one of ``worker_concurrency`` slots, then for the run's
-  instant (database clock), starts it (fenced, re-checking the job), calls the target with a
-  timeout, submits the outcome;
+- runners: a pool of at most ``worker_concurrency`` tasks, each executing one run at a time
+  (a runner is a slot): it waits for the run's instant (database clock), starts it (fenced,
+  re-checking the job), calls the target with a timeout, submits the outcome, and takes the
+  next run waiting, with no task made per run. A run waits for a runner in claim order, at
+  most :data:`~duetime.worker.claim_ahead.HELD_WAIT_LIMIT` (then it is handed back). A runner
+  is made when a run waits and none is idle (so runners grow toward the ceiling only while
+  runs wait);
 - heartbeat: extends the leases of runs in flight every ``heartbeat_interval``; a run whose
   lease was lost is cancelled locally (its late outcome would be refused anyway);
 - starter: batched fenced starts of runs claimed ahead (one ``runs_start`` for every run whose
@@ -27,7 +31,7 @@ import random
 import socket
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -63,8 +67,9 @@ log = logging.getLogger("duetime.worker")
 StartListener = Callable[[ClaimedRun], None]
 
 SPAWN_SLICE = 50
-"""Runs of a claim whose tasks are created before the loop gets a turn: a claim of hundreds,
-spawned at once, delays the instants of runs already waiting by milliseconds."""
+"""Runs of a claim handed to the runners before the loop gets a turn, and runs a runner
+executes back to back before it gives the loop a turn: a claim of hundreds, run at once,
+delays the instants of runs already waiting (and every timer) by milliseconds."""
 
 SUMMARY_INTERVAL = 10.0
 """Seconds between the worker's INFO summary lines ("12 succeeded, 3 failed, 1 dead in the last
@@ -78,16 +83,17 @@ at most 100 completion commits a second per worker however the runs trickle in."
 @dataclass(slots=True)
 class _InFlight:
     claimed: ClaimedRun
-    task: asyncio.Task[None] | None = None
     started_at: datetime | None = None
+    waiting_since: float = 0.0
+    """When it began waiting for a runner (``perf_counter``)."""
+    runner: asyncio.Task[None] | None = None
+    """The runner executing it; None while it waits for one, and once it is done."""
     lease_lost: bool = False
     cancel_requested: bool = False
     handed_back: bool = False
-    began: bool = False
-    """Its task has taken its first step (see :meth:`Worker._cancel`)."""
     slotted: bool = False
-    """It holds one of the worker's slots (a run claimed ahead waits for one: until then it
-    has not begun here, whatever the claim stamped, and a shutdown hands it back at once)."""
+    """A runner took it (a run claimed ahead waits for one: until then it has not begun here,
+    whatever the claim stamped, and a shutdown hands it back at once)."""
 
     @property
     def started_here(self) -> datetime | None:
@@ -112,12 +118,25 @@ class _Tally:
     since: float = field(default_factory=time.monotonic)
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimTaken:
+    """One claim: how many runs it asked for, how many it got, and the slots the worker
+    claimed for (:attr:`ClaimAhead.concurrency`) once it had judged the claim."""
+
+    asked: int
+    got: int
+    concurrency: int
+
+
 @dataclass(slots=True)
 class WorkerSignals:
     """Test signals (``duetime._testsignals``), inert unless a test listens."""
 
     spawned: Signal[ClaimedRun] = field(default_factory=lambda: Signal("worker.spawned"))
-    """A claimed run's task was created (emitted right after, before the loop gets a turn)."""
+    """A claimed run was handed to the runners (emitted right after, before the loop gets a
+    turn)."""
+    claimed: Signal[ClaimTaken] = field(default_factory=lambda: Signal("worker.claimed"))
+    """A claim returned (emitted before its runs are handed to the runners)."""
 
 
 def new_worker_id() -> str:
@@ -157,6 +176,7 @@ class Worker:
             batch=settings.worker_batch * 5,
             linger=COMPLETION_LINGER,
             listener=self.observer.listener(on_complete),
+            after_batch=self.observer.flush,
         )
         self.starter = Starter(
             store,
@@ -165,9 +185,19 @@ class Worker:
             max_lead=settings.worker_lookahead / 4,
         )
         self._inflight: dict[uuid.UUID, _InFlight] = {}
-        """Every run held: executing, or claimed and waiting for its instant or a slot."""
-        self._slots = asyncio.Semaphore(settings.worker_concurrency)
-        """Runs executing at once (from the instant wait to the outcome): the ceiling."""
+        """Every run held: executing, or claimed and waiting for its instant or a runner."""
+        self._waiting: deque[_InFlight] = deque()
+        """Runs waiting for a runner, in claim order (done ones are skipped)."""
+        self._runners: set[asyncio.Task[None]] = set()
+        """At most ``worker_concurrency``: the ceiling on runs executing at once (from the
+        instant wait to the outcome)."""
+        self._idle: deque[asyncio.Future[bool]] = deque()
+        """Idle runners' wake-ups (True: work is waiting; False: end)."""
+        self._coming = 0
+        """Runners woken or made that have not yet looked for work: each takes a waiting run,
+        and before executing it makes sure another runner is coming if runs still wait."""
+        self._held_timer: asyncio.TimerHandle | None = None
+        self._runners_closed = False
         self._ahead = ClaimAhead(
             slots=settings.worker_concurrency,
             most=settings.worker_batch,
@@ -236,6 +266,10 @@ class Worker:
                 await asyncio.wait_for(completer, self.settings.shutdown_grace)
             with contextlib.suppress(Exception):
                 await self.store.worker_unregister(self.id)
+            self._stop_runners()
+            if self._runners:  # told to end (idle) or cancelled (stuck): a turn or two
+                await asyncio.wait(list(self._runners), timeout=1.0)
+            self.observer.flush()
             self.log_summary(force=True)
             self._executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(Exception):
@@ -278,9 +312,8 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._slot_freed.wait(), deadline - time.monotonic())
         for item in list(self._inflight.values()):
-            if item.task is not None:
-                item.handed_back = True
-                self._cancel(item)
+            item.handed_back = True
+            self._cancel(item)
         # cancelled tasks hand their runs back promptly; one stuck past this is left to the
         # reaper (its lease lapses) rather than blocking the process from exiting
         deadline = time.monotonic() + 10.0
@@ -293,23 +326,31 @@ class Worker:
                 "%d runs did not hand back in time; their leases will lapse", len(self._inflight)
             )
 
-    @classmethod
-    def _hand_back_unstarted(cls, items: list[_InFlight]) -> None:
+    def _hand_back_unstarted(self, items: list[_InFlight]) -> None:
         """Hand back the runs that have not begun: claimed ahead of their instant, or held
         ahead of a free slot (worker/claim_ahead.py)."""
         for item in items:
-            if item.started_here is None and item.task is not None:
+            if item.started_here is None and not item.done:
                 item.handed_back = True
-                cls._cancel(item)
+                self._cancel(item)
 
-    @staticmethod
-    def _cancel(item: _InFlight) -> None:
-        """Cancel a run's task. A task cancelled before its first step never runs its body —
-        no outcome would be written and the run would stay in flight — so one that has not
-        begun is only marked: it finds ``stopped`` when it begins and ends as if cancelled."""
+    def _cancel(self, item: _InFlight) -> None:
+        """Stop a run: its runner is cancelled (the run's attempt ends as interrupted, and the
+        runner goes on); a run still waiting for a runner ends here and now, its outcome
+        submitted as if it had been cancelled."""
         item.stopped = True
-        if item.began and item.task is not None:
-            item.task.cancel()
+        if item.runner is not None:
+            item.runner.cancel()
+        elif not item.done:
+            self._end_waiting(item, self._interrupted(item))
+
+    def _end_waiting(self, item: _InFlight, decision: Decision) -> None:
+        """End a run that never got a runner (it never began here): submit ``decision``."""
+        item.done = True
+        self._inflight.pop(item.claimed.run.id, None)
+        self.observer.finished(item.claimed.run.id)
+        self._submit(item, decision)
+        self._slot_freed.set()
 
     # --- producer -------------------------------------------------------------------------
 
@@ -335,13 +376,13 @@ class Worker:
 
     async def _produce(self, stop: asyncio.Event) -> None:
         while self._claiming and not stop.is_set():
-            room = self.settings.worker_concurrency + self._claim_allowance() - len(self._inflight)
+            room = self._ahead.concurrency + self._claim_allowance() - len(self._inflight)
             if room <= 0:
                 self._slot_freed.clear()
                 await first_of(stop.wait(), self._slot_freed.wait())
                 continue
             await self._judge_misfires()
-            limit = min(room, self.settings.worker_batch)
+            limit = min(room, self._ahead.cap)
             try:
                 if self._claim_failures:
                     await self._adopt_orphans()
@@ -370,17 +411,19 @@ class Worker:
                 await first_of(stop.wait(), asyncio.sleep(pause))
                 continue
             self._ahead.claimed(time.perf_counter() - asked)
+            self._ahead.returned(limit, len(claimed), len(self._inflight) + len(claimed))
+            self.signals.claimed.emit(ClaimTaken(limit, len(claimed), self._ahead.concurrency))
             self._claim_failures = 0
             await self._spawn_all(claimed)
             if len(claimed) < limit:
                 await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
 
     async def _spawn_all(self, claimed: list[ClaimedRun]) -> None:
-        """Spawn a claim's runs :data:`SPAWN_SLICE` at a time, the loop getting a turn between
-        (due timers — other runs' instants — fire meanwhile). Every claimed run is spawned,
-        whatever happens during a turn: cancelled (a loop died), the rest are spawned before
-        the cancellation goes on; shutdown begun (its drain has handed back the unstarted
-        runs), the rest are spawned and handed back at once."""
+        """Hand a claim's runs to the runners :data:`SPAWN_SLICE` at a time, the loop getting
+        a turn between (due timers — other runs' instants — fire meanwhile). Every claimed run
+        is spawned, whatever happens during a turn: cancelled (a loop died), the rest are
+        spawned before the cancellation goes on; shutdown begun (its drain has handed back the
+        unstarted runs), the rest are spawned and handed back at once."""
         for index, item in enumerate(claimed, 1):
             self._spawn(item)
             if index % SPAWN_SLICE or index == len(claimed):
@@ -419,19 +462,129 @@ class Worker:
         return base * self._rng.uniform(0.8, 1.0)
 
     def _spawn(self, claimed: ClaimedRun) -> None:
-        item = _InFlight(claimed, started_at=claimed.run.started_at)
-        self._inflight[claimed.run.id] = item
+        run = claimed.run
+        item = _InFlight(claimed, started_at=run.started_at, waiting_since=time.perf_counter())
+        self._inflight[run.id] = item
         self.observer.claimed(claimed)
-        item.task = asyncio.create_task(self._execute(item), name=f"duetime-run-{claimed.run.id}")
+        self._waiting.append(item)
+        self._dispatch()
         self.signals.spawned.emit(claimed)
+
+    # --- runners --------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Make sure a runner is coming for the runs waiting: an idle one woken, or a new one
+        while below the ceiling (``worker_concurrency``); when neither can be, the runs wait
+        for a busy runner (at most ``HELD_WAIT_LIMIT``). One runner at a time: a runner that
+        takes a run calls this again before executing it, so runs that finish at once are
+        executed back to back by one runner, and runs that wait get a runner each."""
+        if self._coming or self._runners_closed:
+            return
+        while self._idle:
+            wake = self._idle.popleft()
+            if not wake.done():
+                wake.set_result(True)
+                self._coming += 1
+                return
+        if len(self._runners) < self.settings.worker_concurrency:
+            self._runners.add(asyncio.create_task(self._runner(), name="duetime-runner"))
+            self._coming += 1
+            return
+        self._arm_held_timer()
+
+    async def _runner(self) -> None:
+        """Execute waiting runs one at a time until the worker stops (:meth:`_stop_runners`).
+        A cancel aimed at the run being executed ends that run's attempt, not the runner."""
+        me = asyncio.current_task()
+        assert me is not None
+        loop = asyncio.get_running_loop()
+        streak = 0
+        try:
+            while True:
+                self._coming -= 1
+                while (item := self._next_waiting()) is not None:
+                    if self._waiting:
+                        self._dispatch()
+                    item.runner = me
+                    try:
+                        await self._execute(item)
+                    except Exception:  # a bug: the run's bookkeeping is done; the runner goes on
+                        log.exception("run %s: executing it failed", item.claimed.run.id)
+                    finally:
+                        item.runner = None
+                    if self._runners_closed:
+                        return
+                    while me.cancelling():  # the cancel was the run's, handled by its attempt
+                        me.uncancel()
+                    streak += 1
+                    if streak % SPAWN_SLICE == 0:
+                        await asyncio.sleep(0)
+                wake: asyncio.Future[bool] = loop.create_future()
+                self._idle.append(wake)
+                if not await wake:
+                    return
+        finally:
+            self._runners.discard(me)
+
+    def _next_waiting(self) -> _InFlight | None:
+        """The next run waiting for a runner; one that waited longer than a held run may is
+        handed back on the way (another worker may start it sooner)."""
+        while self._waiting:
+            item = self._waiting.popleft()
+            if item.done:
+                continue
+            waited = time.perf_counter() - item.waiting_since
+            if waited > HELD_WAIT_LIMIT:
+                self._end_waiting(item, held_too_long(self._db_now()))
+                continue
+            self._ahead.held(waited)
+            return item
+        return None
+
+    def _arm_held_timer(self) -> None:
+        """Make sure runs waiting for a busy runner are handed back once they waited
+        ``HELD_WAIT_LIMIT``, even if no runner frees meanwhile (one timer for all of them)."""
+        if self._held_timer is not None or not self._waiting:
+            return
+        due = self._waiting[0].waiting_since + HELD_WAIT_LIMIT - time.perf_counter()
+        loop = asyncio.get_running_loop()
+        self._held_timer = loop.call_later(max(0.0, due) + 0.001, self._expire_held)
+
+    def _expire_held(self) -> None:
+        self._held_timer = None
+        limit = time.perf_counter() - HELD_WAIT_LIMIT
+        while self._waiting and (self._waiting[0].done or self._waiting[0].waiting_since < limit):
+            item = self._waiting.popleft()
+            if not item.done:
+                self._end_waiting(item, held_too_long(self._db_now()))
+        if self._waiting and not self._idle:
+            self._arm_held_timer()
+
+    def _stop_runners(self) -> None:
+        """End the runners: idle ones are told to end, busy ones (a run stuck past the drain)
+        are cancelled."""
+        self._runners_closed = True
+        while self._idle:
+            wake = self._idle.popleft()
+            if not wake.done():
+                wake.set_result(False)
+        for runner in list(self._runners):
+            if not runner.done() and runner is not asyncio.current_task():
+                runner.cancel()
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+            self._held_timer = None
 
     # --- one run --------------------------------------------------------------------------
 
     async def _execute(self, item: _InFlight) -> None:
-        item.began = True
+        """Execute one run on the current runner, which holds the run's slot until its
+        outcome is submitted."""
         claimed = item.claimed
         run = claimed.run
-        set_run(run)  # every line logged by this task is about this run
+        item.slotted = True
+        self._slot_holders[run.id] = time.perf_counter()
+        set_run(run)  # every line logged by this runner until its next run is about this run
         session = item.session = RunSession(
             self.store,
             run,
@@ -443,14 +596,9 @@ class Worker:
         try:
             decision: Decision | None = None
             try:
-                if item.stopped:  # cancelled before this task began (Worker._cancel)
+                if item.stopped:  # cancelled before it began (Worker._cancel)
                     raise asyncio.CancelledError
-                if not await self._take_slot(item):
-                    # held ahead too long: back to the queue, where others may take it
-                    decision = held_too_long(self._db_now())
-                if decision is None and (
-                    item.started_at is not None or await self._start_at_instant(item)
-                ):
+                if item.started_at is not None or await self._start_at_instant(item):
                     if _tracing.enabled():
                         fields = {**run_fields(run), "task": run.task}
                         attributes = {f"duetime.{k}": v for k, v in fields.items()}
@@ -469,28 +617,10 @@ class Worker:
         finally:
             slot_since = self._slot_holders.pop(run.id, None)
             if slot_since is not None:
-                self._slots.release()
                 self._ahead.served(time.perf_counter() - slot_since)
             item.done = True
             self._inflight.pop(run.id, None)
             self._slot_freed.set()
-
-    async def _take_slot(self, item: _InFlight) -> bool:
-        """Take one of the worker's slots (``item.slotted``). A run claimed ahead of a free
-        slot waits at most :data:`HELD_WAIT_LIMIT`: it was started by its claim but nothing
-        re-checks its job or token before its call, so it may not wait behind long runs;
-        False (not taken) when that wait ran out."""
-        if not self._slots.locked():
-            await self._slots.acquire()  # a free slot: taken without waiting (and no timer)
-        else:
-            try:
-                async with asyncio.timeout(HELD_WAIT_LIMIT):
-                    await self._slots.acquire()
-            except TimeoutError:
-                return False
-        item.slotted = True
-        self._slot_holders[item.claimed.run.id] = time.perf_counter()
-        return True
 
     def _claim_allowance(self) -> int:
         """Runs to claim beyond the free slots: none while a slot has been held longer than a
@@ -727,6 +857,7 @@ class Worker:
                     )
                 if self.completer.listener is not None:
                     self.completer.listener(completion, applied)
+                    self.observer.flush()
                 return
             await session.close()  # roll back an exactly-once attempt that did not succeed
             self._submit(item, decision)
@@ -793,7 +924,7 @@ class Worker:
             )
         )
         for item in items:
-            if item.claimed.run.id not in kept and not item.done and item.task is not None:
+            if item.claimed.run.id not in kept and not item.done:
                 with bind_run(item.claimed.run):
                     log.warning(
                         "run %s: lease lost (token %d); stopping it here",
@@ -815,13 +946,12 @@ class Worker:
                 item.cancel_requested = True
                 self._stop_run(item)
 
-    @staticmethod
-    def _stop_run(item: _InFlight) -> None:
-        """Raise ``ctx.cancelled`` and cancel the run's task (a sync task's thread cannot be
+    def _stop_run(self, item: _InFlight) -> None:
+        """Raise ``ctx.cancelled`` and cancel the run (a sync task's thread cannot be
         interrupted: it is abandoned, and should poll ``ctx.cancelled``)."""
         if item.session is not None:
             item.session.signal_cancel()
-        Worker._cancel(item)
+        self._cancel(item)
 
     @property
     def in_flight(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg.rows import dict_row
 
+from duetime import _json
 from duetime.store.base import (
     RunCompletion,
     RunsCompleteParams,
@@ -30,25 +31,33 @@ log = logging.getLogger("duetime.store")
 CONNECT_TIMEOUT = 10
 
 
-def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, list[Any]]:
-    """The ``runs_complete`` statement's input: one array per column, element k of each is
-    completion k (``unnest`` on the server, no JSON to decode per row)."""
+def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, str]:
+    """The ``runs_complete`` statement's input: one JSON array of records, one per completion
+    (``jsonb_to_recordset`` on the server; one orjson call here: an array per column cost
+    ~10 µs a run to encode, docs/decisions/0015)."""
     return {
-        "run_id": [c.run_id for c in cs],
-        "token": [c.token for c in cs],
-        "next_state": [str(c.next_state) for c in cs],
-        "available_at": [c.available_at for c in cs],
-        "reason": [c.reason for c in cs],
-        "error_class": [c.error_class for c in cs],
-        "error_message": [c.error_message for c in cs],
-        "traceback": [c.traceback for c in cs],
-        "worker_id": [c.worker_id for c in cs],
-        "number": [c.attempt for c in cs],
-        "claimed_at": [c.claimed_at for c in cs],
-        "started_at": [c.started_at for c in cs],
-        "outcome": [str(c.outcome) for c in cs],
-        "completes_job": [c.completes_job for c in cs],
-        "refund_attempt": [c.refund_attempt for c in cs],
+        "batch": _json.dumps(
+            [
+                {
+                    "run_id": c.run_id,
+                    "token": c.token,
+                    "next_state": c.next_state,
+                    "available_at": c.available_at,
+                    "reason": c.reason,
+                    "error_class": c.error_class,
+                    "error_message": c.error_message,
+                    "traceback": c.traceback,
+                    "worker_id": c.worker_id,
+                    "number": c.attempt,
+                    "claimed_at": c.claimed_at,
+                    "started_at": c.started_at,
+                    "outcome": c.outcome,
+                    "completes_job": c.completes_job,
+                    "refund_attempt": c.refund_attempt,
+                }
+                for c in cs
+            ]
+        )
     }
 
 

@@ -96,11 +96,6 @@ _COPY_PART = 500
 encoded, and the event loop gets a turn between parts."""
 
 
-_PLANNED_EACH_TIME = frozenset({"runs_complete"})
-"""Statements never prepared: their plan depends on how many rows their array input holds,
-which a prepared statement's generic plan cannot see (it guesses 10)."""
-
-
 def _params(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _encode(v) for k, v in values.items()}
 
@@ -242,9 +237,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     async def _all(
         self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
     ) -> list[Any]:
-        cursor = await conn.execute(
-            _Q[name], _params(values), prepare=False if name in _PLANNED_EACH_TIME else None
-        )
+        cursor = await conn.execute(_Q[name], _params(values))
         if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
             async with conn.pipeline():
                 pass

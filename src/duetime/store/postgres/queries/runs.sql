@@ -194,26 +194,25 @@ renewed AS (
 SELECT id FROM held;
 
 -- name: runs_complete
--- The fenced end of a batch of attempts, one statement over arrays (element k of each is
--- attempt k; each (run, token) sent once): the runs still `running` with the attempt's token
--- take the outcome — the fencing check is the update's own WHERE, found through the primary
--- key (`id = ANY`), no lookup before it; every attempt is recorded (`stale` where refused, its
--- job and tenant read for those few only); one-shot jobs whose run ended become `completed`.
--- A run going back to `scheduled` (a retry, a run handed back) whose job was cancelled
--- meanwhile ends `cancelled` instead: nothing would ever claim it. With %(tenant)s (a remote
--- worker), another tenant's run is neither completed nor recorded.
+-- The fenced end of a batch of attempts, one statement (`batch`: a JSON array of records, one
+-- orjson call on the client — an array per column cost the worker ~10 µs a run to encode
+-- against ~1 µs here to decode: docs/decisions/0015; each (run, token) sent once): the runs
+-- still `running` with the attempt's token take the outcome — the fencing check is the
+-- update's own WHERE, each run found through the primary key, no lookup before it; every
+-- attempt is recorded (`stale` where refused, its job and tenant read for those few only);
+-- one-shot jobs whose run ended become `completed`. A run going back to `scheduled` (a retry,
+-- a run handed back) whose job was cancelled meanwhile ends `cancelled` instead: nothing
+-- would ever claim it. With %(tenant)s (a remote worker), another tenant's run is neither
+-- completed nor recorded.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
-    SELECT * FROM unnest(
-        %(run_id)s::uuid[], %(token)s::bigint[], %(next_state)s::text[],
-        %(available_at)s::timestamptz[], %(reason)s::text[], %(error_class)s::text[],
-        %(error_message)s::text[], %(traceback)s::text[], %(worker_id)s::text[],
-        %(number)s::int[], %(claimed_at)s::timestamptz[], %(started_at)s::timestamptz[],
-        %(outcome)s::text[], %(completes_job)s::bool[], %(refund_attempt)s::bool[]
-    ) AS i(
-        run_id, token, next_state, available_at, reason, error_class, error_message, traceback,
-        worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt
-    ) CROSS JOIN (VALUES ('running')) AS held(from_state)
+    SELECT i.*, 'running'::text AS from_state
+    FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
+        run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
+        error_class text, error_message text, traceback text, worker_id text, number int,
+        claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
+        refund_attempt bool
+    )
 ),
 orphaned AS MATERIALIZED (
     -- runs going back to `scheduled` whose job is cancelled (retries and hand-backs only)
@@ -232,16 +231,14 @@ done AS (
         reason = CASE WHEN o.id IS NULL THEN i.reason ELSE 'cancelled' END,
         last_error_class = i.error_class, last_error_message = i.error_message
     FROM input i CROSS JOIN t LEFT JOIN orphaned o ON o.id = i.run_id
-    -- the batch found through the primary key (an array the plan cannot see into), joined
-    -- to the input by hash: the statement is planned for its input each time (never
-    -- prepared: a generic plan guesses 10 input rows, joins by nested loop, and compares
-    -- every run with every input row). The run must still be `running`, compared with the
-    -- input's `from_state`, not a constant: the statistics of running runs (they rarely
-    -- know how many are in flight) then play no part in the plan, and no partial index of
-    -- running runs (a scan of one reads every running run's entries, dead ones included)
-    -- matches
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM input)) AND r.id = i.run_id
-      AND r.token = i.token AND r.state = i.from_state
+    -- each input row's run through the primary key (an index probe per row: with the run
+    -- set as an array instead, a plan that misjudged either side joined them by nested loop
+    -- and compared every run with every input row, 266-389 ms a batch). The run must still
+    -- be `running`, compared with the input's `from_state`, not a constant: the statistics
+    -- of running runs (they rarely know how many are in flight) then play no part in the
+    -- plan, and no partial index of running runs (a scan of one reads every running run's
+    -- entries, dead ones included) matches
+    WHERE r.id = i.run_id AND r.token = i.token AND r.state = i.from_state
       AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
     RETURNING r.id, r.job_id, r.tenant, r.state, i.token, i.number, i.worker_id, i.claimed_at,
               i.started_at, i.outcome, i.error_class, i.error_message, i.traceback,
