@@ -145,7 +145,7 @@ async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> N
     attach would fail the attach)."""
     table = sql.Identifier(partition_name(start))
     lo, hi = sql.Literal(start), sql.Literal(start + WEEK)
-    await conn.execute("LOCK TABLE attempts_default IN SHARE ROW EXCLUSIVE MODE")
+    await conn.execute("LOCK TABLE attempts IN SHARE ROW EXCLUSIVE MODE")
     await conn.execute(
         sql.SQL("CREATE TABLE {} (LIKE attempts INCLUDING DEFAULTS INCLUDING CONSTRAINTS)").format(
             table
