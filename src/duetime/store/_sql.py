@@ -340,7 +340,7 @@ class SQLStore(SQLObservability):
                 rows = await self._claim_fair(
                     conn, params, aging, params.limit, only_fast=False, share=True
                 )
-                if 0 < len(rows) < params.limit and _capped(rows[0]):
+                if 0 < len(rows) < params.limit and _claim_flag(rows[0], "capped", absent=False):
                     # a group yielded its whole share and may hold more: the rest of the
                     # batch from every group, as far as it goes
                     rows += await self._claim_fair(
@@ -349,7 +349,9 @@ class SQLStore(SQLObservability):
             # the locked step: runs of limited tenants and runs with an overlap key, when the
             # one-statement claim left room and saw some (or claimed nothing, so could not
             # say); what a quota or a busy key keeps from its share goes to the others
-            if len(rows) < params.limit and (not rows or _deferred(rows[0])):
+            if len(rows) < params.limit and (
+                not rows or _claim_flag(rows[0], "deferred", absent=True)
+            ):
                 async with steps.locked() as conn:
                     locked, found = await self._claim_locked(
                         conn, params, aging, params.limit - len(rows)
@@ -399,7 +401,7 @@ class SQLStore(SQLObservability):
             share=share,
         )
         if rows:
-            self._claims_wide = _wide(rows[0])
+            self._claims_wide = _claim_flag(rows[0], "wide", absent=False)
         return rows
 
     async def _claim_locked(
@@ -920,23 +922,13 @@ def _refuse_newer(version: int) -> None:
         )
 
 
-def _wide(row: Any) -> bool:
-    """Whether a claim read many times its batch (PostgreSQL says so in a ``wide`` column;
-    SQLite, which has no row locks, has one claim statement)."""
-    return bool(row["wide"]) if "wide" in row.keys() else False  # noqa: SIM118
-
-
-def _capped(row: Any) -> bool:
-    """Whether a share-bounded claim left runs in a group that yielded its whole share
-    (PostgreSQL says so in a ``capped`` column; SQLite reads every group whole)."""
-    return bool(row["capped"]) if "capped" in row.keys() else False  # noqa: SIM118
-
-
-def _deferred(row: Any) -> bool:
-    """Whether the one-statement claim left runs to the locked step (PostgreSQL's claim says
-    so in a ``deferred`` column; SQLite's does not, and its locked step is always tried)."""
+def _claim_flag(row: Any, name: str, *, absent: bool) -> bool:
+    """A fair claim row's flag column: PostgreSQL's claim returns ``deferred`` (runs left to
+    the locked step), ``capped`` (a group yielded its whole share) and ``wide`` (the groups
+    read many times the batch); SQLite's returns none of them, and ``absent`` stands in
+    (its locked step is always tried; it reads every group whole; it has one claim form)."""
     # sqlite3.Row: `in` looks at the values, keys() at the names
-    return bool(row["deferred"]) if "deferred" in row.keys() else True  # noqa: SIM118
+    return bool(row[name]) if name in row.keys() else absent  # noqa: SIM118
 
 
 ConnectionScope = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
