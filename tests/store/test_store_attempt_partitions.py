@@ -13,7 +13,12 @@ from storekit import TENANT, complete, completion, dead_run, get_run, running_ru
 
 from duetime._types import AttemptOutcome, RunState
 from duetime.store import Store
-from duetime.store.base import AttemptPartitionsChange, AttemptPartitionsParams, LeaderFence
+from duetime.store.base import (
+    AttemptPartitionsChange,
+    AttemptPartitionsParams,
+    HistoryPruneParams,
+    LeaderFence,
+)
 from duetime.store.postgres.partitions import partition_name, week_start
 
 POSTGRES_ONLY = pytest.mark.parametrize(
@@ -99,6 +104,15 @@ async def test_a_week_past_retention_is_dropped_keeping_what_must_stay(
     assert await complete(store, old + s(21), retry) == [True]
     late = await running_run(store, old + s(30), "late")
     assert await complete(store, t0 - DAY, completion(late)) == [True]
+    # a late attempt whose run is gone already (retention pruned it): not kept, else nothing
+    # would ever prune it from the default partition (pruned there through its run)
+    await query(
+        store,
+        store_url,
+        "INSERT INTO attempts SELECT (jsonb_populate_record(NULL::attempts, to_jsonb(a) "
+        "|| jsonb_build_object('run_id', gen_random_uuid()))).* FROM attempts a "
+        f"WHERE a.run_id = '{late.run.id}' RETURNING run_id",
+    )
     week = _weeks(old, 1)[0]
     assert {r[1] for r in await query(store, store_url, WHERE)} == {week}
 
@@ -117,6 +131,13 @@ async def test_a_week_past_retention_is_dropped_keeping_what_must_stay(
     assert (await get_run(store, gone.run.id)).state is RunState.SUCCEEDED
     assert [a.outcome for a in await store.attempts_list(TENANT, dead.run.id)] == [
         AttemptOutcome.FAILED
+    ]
+    # the kept attempts go with their runs: the late run's once retention prunes it
+    pruned = await store.history_prune(HistoryPruneParams(before=t0, leader=fence))
+    assert pruned == 2  # "gone" and "late"
+    assert await query(store, store_url, WHERE) == [
+        (str(dead.run.id), "attempts_default"),
+        (str(retrying.run.id), "attempts_default"),
     ]
 
 

@@ -95,8 +95,10 @@ class AsyncApp(FlatOperations):
         return "postgres" if is_postgres_url(self.settings.database_url) else "sqlite"
 
     async def migrate(self) -> int:
-        """Bring the schema up to date (safe to run again, and concurrently); its version."""
-        return await self.store.migrate()
+        """Bring the schema up to date (safe to run again, and concurrently); its version. A
+        migration that needs the previous release stopped waits for no process to have
+        heartbeated within ``worker_stale_after`` (raises NodesStillRunning until then)."""
+        return await self.store.migrate(alive_within=self.settings.worker_stale_after)
 
     async def open(self, *, create: bool = True) -> AsyncApp:
         """Connect; on SQLite (or with ``migrate=True``) bring the schema up to date first.
@@ -119,7 +121,7 @@ class AsyncApp(FlatOperations):
                 await store.open()
                 migrate = self._migrate if self._migrate is not None else not is_postgres_url(url)
                 if migrate:
-                    await store.migrate()
+                    await store.migrate(alive_within=self.settings.worker_stale_after)
                 else:
                     await store.check_schema()
                 break

@@ -53,7 +53,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 17
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -797,8 +797,12 @@ class Store(Protocol):
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
-    async def migrate(self) -> int:
-        """Apply pending migrations; return the schema version. Idempotent, safe concurrently."""
+    async def migrate(self, *, alive_within: float = 60.0) -> int:
+        """Apply pending migrations; return the schema version. Idempotent, safe concurrently.
+
+        A migration that needs the previous release stopped (``-- requires: nodes stopped``)
+        raises :class:`~duetime.errors.NodesStillRunning` while a process heartbeated within
+        ``alive_within`` seconds (the settings' ``worker_stale_after``)."""
         ...
 
     async def schema_version(self) -> int | None:

@@ -181,12 +181,15 @@ async def _drop_week(conn: psycopg.AsyncConnection[Any], start: datetime, before
         ).format(table)
     )
     await conn.execute(sql.SQL("ALTER TABLE attempts DETACH PARTITION {}").format(table))
-    # detached: every write to the week has committed; add what ended at or after the cut
+    # detached: every write to the week has committed; add what ended at or after the cut,
+    # unless its run is gone (a late stale attempt of a run pruned already): the default
+    # partition's attempts are pruned through their runs, so it would never go
     await conn.execute(
         sql.SQL(
             "INSERT INTO kept_attempts SELECT a.* FROM {} a WHERE a.finished_at >= {} "
             "AND NOT EXISTS (SELECT 1 FROM kept_attempts k WHERE k.run_id = a.run_id "
-            "AND k.token = a.token AND k.claimed_at = a.claimed_at)"
+            "AND k.token = a.token AND k.claimed_at = a.claimed_at) "
+            "AND EXISTS (SELECT 1 FROM runs WHERE runs.id = a.run_id)"
         ).format(table, cut)
     )
     cursor = await conn.execute("INSERT INTO attempts SELECT * FROM kept_attempts")

@@ -343,7 +343,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
     # --- schema ---------------------------------------------------------------------------
 
-    async def migrate(self) -> int:
+    async def migrate(self, *, alive_within: float = 60.0) -> int:
         async with self._tx() as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             await conn.execute(
@@ -356,7 +356,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             row = await cursor.fetchone()
             current = int(row["v"]) if row else 0
             pending = self._migrations_after(current)
-            await _refuse_running_nodes(conn, pending)
+            await _refuse_running_nodes(conn, pending, alive_within)
             for migration in pending:
                 await conn.execute(migration.sql)
                 await conn.execute(
@@ -525,27 +525,48 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         return completion_answers(params.completions, first, applied)
 
 
-NODE_FRESH_SECONDS = 30.0
 """A node whose heartbeat is younger than this counts as running (its heartbeat is every 10 s)."""
 
 
 async def _refuse_running_nodes(
-    conn: psycopg.AsyncConnection[Any], pending: Sequence[Migration]
+    conn: psycopg.AsyncConnection[Any], pending: Sequence[Migration], alive_within: float
 ) -> None:
     """Raise :class:`NodesStillRunning` if a pending migration needs the previous release
-    stopped and some node still heartbeats (inside the migration's transaction)."""
+    stopped and a process of it has heartbeated within ``alive_within`` seconds (inside the
+    migration's transaction): a node (``duetime`` process) or a worker embedded in an
+    application (the installation's own workers; a tenant's remote worker reaches the
+    database only through the API's nodes)."""
     stopping = next((m for m in pending if m.stops_nodes), None)
     if stopping is None:
         return
-    cursor = await conn.execute("SELECT to_regclass('nodes') IS NOT NULL AS known")
-    row = await cursor.fetchone()
-    if row is None or not row["known"]:
-        return
     cursor = await conn.execute(
-        "SELECT host, pid, roles FROM nodes "
-        "WHERE heartbeat_at > clock_timestamp() - make_interval(secs => %s) ORDER BY host, pid",
-        (NODE_FRESH_SECONDS,),
+        "SELECT to_regclass('nodes') IS NOT NULL AS nodes, "
+        "to_regclass('workers') IS NOT NULL AS workers"
     )
-    running = [f"{r['host']}:{r['pid']} ({', '.join(r['roles'])})" for r in await cursor.fetchall()]
+    known = await cursor.fetchone()
+    running: list[str] = []
+    if known is not None and known["nodes"]:
+        cursor = await conn.execute(
+            "SELECT host, pid, roles FROM nodes WHERE heartbeat_at > clock_timestamp() "
+            "- make_interval(secs => %s) ORDER BY host, pid",
+            (alive_within,),
+        )
+        running += [
+            f"{r['host']}:{r['pid']} ({', '.join(r['roles'])})" for r in await cursor.fetchall()
+        ]
+    if known is not None and known["workers"]:
+        # `tenant` came with v6: read through to_jsonb so an older schema reads too
+        cursor = await conn.execute(
+            "SELECT DISTINCT w.host, w.pid FROM workers w "
+            "WHERE w.heartbeat_at > clock_timestamp() - make_interval(secs => %s) "
+            "AND coalesce(to_jsonb(w) ->> 'tenant', '') = '' ORDER BY w.host, w.pid",
+            (alive_within,),
+        )
+        nodes = {entry.split(" ", 1)[0] for entry in running}
+        running += [
+            f"{r['host']}:{r['pid']} (embedded worker)"
+            for r in await cursor.fetchall()
+            if f"{r['host']}:{r['pid']}" not in nodes
+        ]
     if running:
         raise NodesStillRunning(f"{stopping.version:03d}_{stopping.name}", running)

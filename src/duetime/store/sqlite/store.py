@@ -248,7 +248,7 @@ class SQLiteStore(SQLStore):
 
     # --- schema ---------------------------------------------------------------------------
 
-    async def migrate(self) -> int:
+    async def migrate(self, *, alive_within: float = 60.0) -> int:
         async with self._tx() as conn:
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS duetime_migrations ("

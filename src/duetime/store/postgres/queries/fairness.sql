@@ -74,8 +74,8 @@ gb AS (
     ) w
 ),
 cand AS (
-    SELECT c.id, c.tenant, g.queue, c.priority, g.bound, c.available_at, g.weight, g.running,
-           c.concurrency_key IS NULL AND NOT g.limited AS fast,
+    SELECT c.id, c.token, c.tenant, g.queue, c.priority, g.bound, c.available_at, g.weight,
+           g.running, c.concurrency_key IS NULL AND NOT g.limited AS fast,
            CASE WHEN %(aging_us)s::bigint > 0
                 THEN c.priority::bigint * %(aging_us)s::bigint + least(greatest(
                          (extract(epoch FROM t.now - c.available_at) * 1000000)::bigint, 0),
@@ -83,7 +83,8 @@ cand AS (
                 ELSE c.priority::bigint END AS eff
     FROM gb g CROSS JOIN t
     CROSS JOIN LATERAL (
-        SELECT runs.id, runs.tenant, runs.priority, runs.available_at, runs.concurrency_key
+        SELECT runs.id, runs.token, runs.tenant, runs.priority, runs.available_at,
+               runs.concurrency_key
         FROM runs
         WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
           AND runs.priority = g.priority
@@ -105,7 +106,7 @@ ranked AS (
     FROM cand
 ),
 picked AS (
-    SELECT id, fast, 'scheduled'::text AS from_state FROM ranked
+    SELECT id, token, fast, 'scheduled'::text AS from_state FROM ranked
     ORDER BY (running + rnk - 1)::float8 / weight, eff DESC, available_at, id
     LIMIT %(limit)s::int
 )
@@ -157,8 +158,11 @@ WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS
 {{fair_claim_pick}},
 locked AS (
     -- through the primary key; the state compared with the pick's `from_state`, not a
-    -- constant, so no partial index of scheduled runs matches
-    SELECT runs.id FROM runs JOIN picked p ON p.id = runs.id AND p.from_state = runs.state
+    -- constant, so no partial index of scheduled runs matches. The token read with the pick
+    -- must still be the run's: a run claimed (and handed back or rescheduled) between the
+    -- read and this lock is left out, whatever its state has become
+    SELECT runs.id FROM runs
+    JOIN picked p ON p.id = runs.id AND p.from_state = runs.state AND p.token = runs.token
     WHERE runs.id = ANY(ARRAY(SELECT id FROM picked WHERE fast))
     FOR UPDATE OF runs SKIP LOCKED
 )

@@ -78,22 +78,11 @@ DELETE FROM runs USING picked WHERE runs.id = picked.id
 RETURNING runs.id;
 
 -- name: history_prune_attempts
--- Attempts are dropped a week at a time with their partition (attempts_partition_drop); what
--- is pruned row by row is the default partition's: up to %(limit)s attempts that ended before
--- %(before)s, oldest first, unless their run is still live or a dead letter. (SQLite deletes
--- the attempts of the runs just pruned instead.)
-WITH picked AS MATERIALIZED (
-    SELECT a.run_id, a.token, a.claimed_at FROM attempts_default a
-    WHERE a.finished_at < %(before)s
-      AND NOT EXISTS (
-          SELECT 1 FROM runs r
-          WHERE r.id = a.run_id AND r.state IN ('scheduled', 'running', 'dead')
-      )
-    ORDER BY a.finished_at
-    LIMIT %(limit)s
-)
-DELETE FROM attempts_default a USING picked p
-WHERE a.run_id = p.run_id AND a.token = p.token AND a.claimed_at = p.claimed_at;
+-- Attempts are dropped a week at a time with their partition (attempts_partitions); what is
+-- pruned row by row is the default partition's share of the runs history_prune_runs just
+-- deleted (%(ids)s), through its primary key (run_id first). The attempts it keeps for live
+-- runs and dead letters are never read again: they go when their run does.
+DELETE FROM attempts_default WHERE run_id = ANY(%(ids)s::uuid[]);
 
 -- name: history_prune_skips
 DELETE FROM run_skips WHERE ctid IN (

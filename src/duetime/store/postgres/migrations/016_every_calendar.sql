@@ -1,0 +1,1 @@
+-- v16 (issue 16, every): reserved; filled by the interval-change / calendar every work.

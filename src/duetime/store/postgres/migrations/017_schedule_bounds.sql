@@ -1,0 +1,1 @@
+-- v17 (issue 16, bounds): reserved; filled by the start_at / end_at / max_runs work.

@@ -1,0 +1,1 @@
+-- v14 (issue 16, overlap): reserved; filled by the replace / buffer_one work.

@@ -1,0 +1,1 @@
+-- v15 (issue 16, retries): reserved; filled by the retry window / error classification work.
