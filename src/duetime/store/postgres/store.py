@@ -31,7 +31,7 @@ from duetime import _json
 from duetime._clock import Clock
 from duetime._redact import redact_url
 from duetime._types import ApiKey, OverlapPolicy, Run, RunTrigger
-from duetime.errors import ConnectError, NodesStillRunning
+from duetime.errors import ConnectError, NodesStillRunning, SchemaError
 from duetime.policies.overlap import StartCandidate, plan_starts
 from duetime.store._rows import NativeCodec
 from duetime.store._sql import ClaimSteps, SQLStore
@@ -345,6 +345,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
     async def migrate(self, *, alive_within: float = 60.0) -> int:
         async with self._tx() as conn:
+            await _require_server_version(conn)
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS duetime_migrations (version integer PRIMARY KEY, "
@@ -526,6 +527,26 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
 
 """A node whose heartbeat is younger than this counts as running (its heartbeat is every 10 s)."""
+
+
+MIN_SERVER_VERSION = 150000
+"""PostgreSQL 15: the schema uses ``UNIQUE NULLS NOT DISTINCT`` (migration 013)."""
+
+
+async def _require_server_version(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Raise :class:`SchemaError` on a server older than :data:`MIN_SERVER_VERSION`, before any
+    migration starts (a migration would fail half-way through on a syntax error)."""
+    problem = server_version_problem(conn.info.server_version)
+    if problem is not None:
+        raise SchemaError(problem)
+
+
+def server_version_problem(version: int) -> str | None:
+    """What is wrong with a server of ``version`` (``server_version_num``), or None."""
+    if version >= MIN_SERVER_VERSION:
+        return None
+    major, minor = divmod(version, 10000)
+    return f"duetime needs PostgreSQL 15 or newer; this server is PostgreSQL {major}.{minor}"
 
 
 async def _refuse_running_nodes(
