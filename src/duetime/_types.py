@@ -309,15 +309,17 @@ class Leadership:
 
 
 class ApiRole(enum.StrEnum):
-    """What an API key may do: ``viewer`` reads; ``operator`` also writes within its tenant
-    (remote workers included); ``admin`` also acts on any tenant and manages keys."""
+    """What an API key may do: ``viewer`` reads its tenant; ``operator`` also writes within it
+    (remote workers included); ``admin`` also manages its tenant (keys, limits);
+    ``superadmin`` manages the installation: acts on any tenant, mints any key."""
 
     VIEWER = "viewer"
     OPERATOR = "operator"
     ADMIN = "admin"
+    SUPERADMIN = "superadmin"
 
     def allows(self, needed: ApiRole) -> bool:
-        order = (ApiRole.VIEWER, ApiRole.OPERATOR, ApiRole.ADMIN)
+        order = (ApiRole.VIEWER, ApiRole.OPERATOR, ApiRole.ADMIN, ApiRole.SUPERADMIN)
         return order.index(self) >= order.index(needed)
 
 

@@ -97,13 +97,15 @@ def start(
 
 @dataclass(frozen=True)
 class Keys:
-    """Secrets of API keys: tenant ``acme`` (admin, operator, viewer) and ``globex``."""
+    """Secrets of API keys: tenant ``acme`` (admin, operator, viewer), ``globex``, and a
+    superadmin (of tenant ``default``)."""
 
     acme_admin: str
     acme_operator: str
     acme_viewer: str
     globex_admin: str
     globex_operator: str
+    superadmin: str
 
 
 def make_keys(db_url: str) -> Keys:
@@ -118,6 +120,7 @@ def make_keys(db_url: str) -> Keys:
                     (acme, "viewer"),
                     (globex, "admin"),
                     (globex, "operator"),
+                    (app, "superadmin"),
                 )
             ]
             return Keys(*secrets)

@@ -1,6 +1,7 @@
 """Keys, roles and tenant isolation over HTTP against a real server, on both stores: no or bad
-key → 401, role too low → 403, another tenant's ids → 404 on every endpoint, admin
-``?tenant=``; health, readiness and the offline docs need no key."""
+key → 401, role too low → 403, another tenant's ids → 404 on every endpoint (and its name
+in ``?tenant=`` unless the key is a superadmin's); health, readiness and the offline docs need
+no key."""
 
 from __future__ import annotations
 
@@ -124,15 +125,29 @@ def test_viewer_cannot_write(
         assert ok(operator.get(f"/jobs/{acme_job['id']}"))["status"] == "active"  # untouched
 
 
-def test_only_admins_manage_keys_or_pick_a_tenant(server: ServerProcess, keys: Keys) -> None:
+def test_only_admins_manage_keys_and_only_superadmins_pick_a_tenant(
+    server: ServerProcess, keys: Keys
+) -> None:
     with server.client(keys.acme_operator) as operator:
         problem(operator.get("/keys"), 403)
-        problem(operator.get("/jobs", params={"tenant": "globex"}), 403)
+        problem(operator.get("/jobs", params={"tenant": "globex"}), 404)
         ok(operator.get("/jobs", params={"tenant": "acme"}))
     with server.client(keys.acme_admin) as admin:
+        # a tenant's admin manages its own tenant only: the other is not found, in every form
+        ok(admin.get("/keys"))
+        ok(admin.get("/tenants/acme/limits"))
+        body = problem(admin.get("/jobs", params={"tenant": "globex"}), 404)
+        assert "only superadmin keys act on another tenant" in body["detail"]
+        problem(admin.post("/keys", params={"tenant": "globex"}, json={"role": "viewer"}), 404)
+        problem(admin.get("/tenants/globex/limits"), 404)
+        problem(admin.put("/tenants/globex/limits", json={"weight": 5}), 404)
+        problem(admin.post("/keys", json={"role": "superadmin"}), 403)
+        mine = ok(admin.post("/keys", json={"role": "admin"}), 201)
+        assert (mine["tenant"], mine["role"]) == ("acme", "admin")
+    with server.client(keys.superadmin) as root:
         name = unique()
         job = ok(
-            admin.post(
+            root.post(
                 "/jobs",
                 params={"tenant": "globex"},
                 json={"name": name, "task": "t", "every": 60, "allow_unregistered": True},
@@ -140,13 +155,16 @@ def test_only_admins_manage_keys_or_pick_a_tenant(server: ServerProcess, keys: K
             201,
         )
         assert job["tenant"] == "globex"
-        problem(admin.get(f"/jobs/{job['id']}"), 404)  # not in the admin's own tenant
-        ok(admin.get(f"/jobs/{job['id']}", params={"tenant": "globex"}))
-        key = ok(admin.post("/keys", params={"tenant": "globex"}, json={"role": "viewer"}), 201)
+        problem(root.get(f"/jobs/{job['id']}"), 404)  # not in the superadmin's own tenant
+        ok(root.get(f"/jobs/{job['id']}", params={"tenant": "globex"}))
+        key = ok(root.post("/keys", params={"tenant": "globex"}, json={"role": "viewer"}), 201)
         assert key["tenant"] == "globex"
-        problem(admin.delete(f"/keys/{key['id']}"), 404)  # another tenant's key
-        assert admin.delete(f"/keys/{key['id']}", params={"tenant": "globex"}).status_code == 204
-        problem(admin.get("/jobs", params={"tenant": "a\u0001b"}), 422, "tenant")
+        problem(root.delete(f"/keys/{key['id']}"), 404)  # another tenant's key
+        assert root.delete(f"/keys/{key['id']}", params={"tenant": "globex"}).status_code == 204
+        assert ok(root.put("/tenants/globex/limits", json={"weight": 5}))["weight"] == 5
+        another = ok(root.post("/keys", json={"role": "superadmin"}), 201)
+        assert another["role"] == "superadmin"
+        problem(root.get("/jobs", params={"tenant": "a\u0001b"}), 422, "tenant")
     with server.client(keys.globex_operator) as globex:
         ok(globex.get(f"/jobs/{job['id']}"))
 
@@ -258,8 +276,8 @@ def test_another_tenants_ids_are_in_no_listing_and_no_claim(
         assert not run_ids & {r, d, held["run_id"]}
         assert d not in {x["id"] for x in ok(globex.get("/dead-letters"))["items"]}
         assert acme_key["id"] not in {k["id"] for k in ok(globex.get("/keys"))["items"]}
-        # an admin asking for the tenant explicitly may act on it
-        trigger = ok(globex.post(f"/jobs/{j}/trigger", params={"tenant": "acme"}), 201)
+        # a tenant's admin asking for the other tenant explicitly finds nothing there
+        problem(globex.post(f"/jobs/{j}/trigger", params={"tenant": "acme"}), 404)
         assert claim(globex, worker, job["task"]) == []
         beat = ok(
             globex.post(
@@ -271,6 +289,9 @@ def test_another_tenants_ids_are_in_no_listing_and_no_claim(
             )
         )
         assert beat == {"kept": [], "lost": [held["run_id"]], "cancel_requested": []}
+    with server.client(keys.superadmin) as root:
+        # a superadmin asking for the tenant explicitly may act on it
+        trigger = ok(root.post(f"/jobs/{j}/trigger", params={"tenant": "acme"}), 201)
     with server.client(keys.acme_operator) as acme:
         # nothing changed on acme's side
         assert ok(acme.get(f"/jobs/{j}"))["status"] == "active"

@@ -68,7 +68,7 @@ async def test_header_values_are_redacted_in_every_job_representation(
         redacted(ok(await c.post(f"/jobs/{job_id}/pause")))
         redacted(ok(await c.post(f"/jobs/{job_id}/resume")))
         redacted(ok(await c.patch(f"/jobs/{job_id}", json={"priority": 5})))
-    for role in ("viewer", "operator", "admin"):
+    for role in ("viewer", "operator", "admin", "superadmin"):
         async with client(api, keys[role]) as c:
             one = await c.get(f"/jobs/{job_id}")
             page = await c.get("/jobs")
@@ -188,7 +188,7 @@ async def test_numbers_are_still_numbers(app: AsyncApp, keys: dict[str, str]) ->
 
 
 async def test_tenant_limits_are_strict(app: AsyncApp, keys: dict[str, str]) -> None:
-    async with client(create_api(app, auth_required=True), keys["admin"]) as c:
+    async with client(create_api(app, auth_required=True), keys["superadmin"]) as c:
         for body, field in (
             ({"max_in_flight": True}, "max_in_flight"),
             ({"max_in_flight": 2.0}, "max_in_flight"),

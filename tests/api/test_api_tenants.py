@@ -1,4 +1,5 @@
-"""``GET/PUT /api/v1/tenants/{id}/limits`` in process (httpx over ASGI, SQLite): admin only."""
+"""``GET/PUT /api/v1/tenants/{id}/limits`` in process (httpx over ASGI, SQLite): the tenant's
+admins, or a superadmin for any tenant."""
 
 from __future__ import annotations
 
@@ -63,15 +64,21 @@ async def test_bad_limits_are_422(app: AsyncApp, body: dict[str, object]) -> Non
         problem(await c.put("/api/v1/tenants/acme/limits", json=body), 422)
 
 
-async def test_only_admins(app: AsyncApp) -> None:
+async def test_only_admins_of_the_tenant_or_superadmins(app: AsyncApp) -> None:
     api = create_api(app, auth_required=True)
     _, operator = await app.create_key(ApiRole.OPERATOR)
     _, admin = await app.create_key(ApiRole.ADMIN)
+    _, superadmin = await app.create_key(ApiRole.SUPERADMIN)
     async with client(api, operator) as c:
         problem(await c.get("/api/v1/tenants/default/limits"), 403)
         problem(await c.put("/api/v1/tenants/default/limits", json={"weight": 2}), 403)
     async with client(api) as c:
         problem(await c.get("/api/v1/tenants/default/limits"), 401)
-    async with client(api, admin) as c:
+    async with client(api, admin) as c:  # the admin of tenant `default`
+        assert ok(await c.put("/api/v1/tenants/default/limits", json={"weight": 3}))["weight"] == 3
+        problem(await c.put("/api/v1/tenants/other/limits", json={"weight": 2}), 404)
+        problem(await c.get("/api/v1/tenants/other/limits"), 404)
+    assert (await app.tenant_limits_get("other")).weight == 1  # untouched
+    async with client(api, superadmin) as c:
         ok(await c.put("/api/v1/tenants/other/limits", json={"weight": 2}))
         assert ok(await c.get("/api/v1/tenants/other/limits"))["weight"] == 2

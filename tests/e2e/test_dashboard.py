@@ -605,3 +605,28 @@ def test_the_leader_keeps_the_depth_history_with_no_page_open(open_site: ServerP
             return any(d["due"] >= 1 for d in depth) or None
 
         eventually_sync(due_sampled, what="a depth sample with the due run")
+
+
+def test_only_a_superadmin_picks_a_tenant(site: tuple[ServerProcess, Keys], browser: Any) -> None:
+    server, keys = site
+    admin = Tab(browser, server.url)
+    try:  # a tenant's admin works on its own tenant: no tenant box
+        admin.login(keys.acme_admin, "acme · admin")
+        sync_api.expect(admin.page.locator("#tenant-input")).to_be_hidden()
+        admin.open("#/jobs?q=nightly")
+        admin.page.wait_for_selector("a:has-text('nightly-report')")
+        assert admin.errors == []
+    finally:
+        admin.close()
+    root = Tab(browser, server.url)
+    try:  # the installation's admin picks the tenant it acts on
+        root.login(keys.superadmin, "default · superadmin")
+        root.open("#/jobs?q=nightly")
+        root.page.wait_for_selector("text=no job matches")
+        root.page.fill("#tenant-input", "acme")
+        root.page.press("#tenant-input", "Enter")
+        root.open("#/jobs?q=nightly")
+        root.page.wait_for_selector("a:has-text('nightly-report')")
+        assert root.errors == []
+    finally:
+        root.close()

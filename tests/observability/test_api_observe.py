@@ -118,14 +118,16 @@ async def test_openapi_documents_the_new_endpoints(app: AsyncApp) -> None:
         assert path in paths, path
 
 
-async def test_metrics_can_require_an_admin_key(tmp_path: Path) -> None:
-    """With ``metrics_auth=admin`` ``/metrics`` (whose labels name every tenant) needs an admin
-    key — even where the rest of the API needs none."""
+async def test_metrics_can_require_a_superadmin_key(tmp_path: Path) -> None:
+    """With ``metrics_auth=admin`` ``/metrics`` (whose labels name every tenant) needs the
+    installation's admin key, a superadmin's (one tenant's admin is refused) — even where the
+    rest of the API needs none."""
     app = await open_app(str(tmp_path / "metrics.db"), metrics_auth="admin")
     try:
         acme = app.for_tenant("acme")
-        _, admin = await acme.create_key("admin")
+        _, admin = await app.create_key("superadmin")
         _, operator = await acme.create_key("operator")
+        _, tenant_admin = await acme.create_key("admin")
         for auth_required in (True, False):
             api = create_api(app, auth_required=auth_required)
             async with client(api) as anonymous:
@@ -133,8 +135,9 @@ async def test_metrics_can_require_an_admin_key(tmp_path: Path) -> None:
                 assert refused.status_code == 401
                 assert refused.headers["content-type"].startswith("application/problem+json")
                 assert "duetime_" not in refused.text
-            async with client(api, operator) as c:
-                assert (await c.get("/metrics")).status_code == 403
+            for lower in (operator, tenant_admin):
+                async with client(api, lower) as c:
+                    assert (await c.get("/metrics")).status_code == 403
             async with client(api, admin) as c:
                 scraped = await c.get("/metrics")
                 assert scraped.status_code == 200

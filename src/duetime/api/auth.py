@@ -4,12 +4,13 @@ per-tenant rate limit — one FastAPI dependency per minimum role.
 - A key comes as ``Authorization: Bearer dt_…`` or ``X-API-Key: dt_…``. No key (when keys are
   required), or an unknown or revoked one → 401.
 - ``viewer`` reads; ``operator`` also writes (remote workers included); ``admin`` also manages
-  keys and may act on any tenant with ``?tenant=``. A lower role → 403; ``?tenant=`` naming
-  another tenant without ``admin`` → 403.
+  its tenant (keys, limits); ``superadmin`` manages the installation and may act on any tenant
+  with ``?tenant=``. A lower role → 403; anything of another tenant (``?tenant=`` naming it, its
+  limits) without ``superadmin`` → 404, as another tenant's ids are.
 - Every handler gets a :class:`Caller` whose ``app`` is an :class:`AsyncApp` view of the
   caller's tenant, so every query is filtered by it: another tenant's ids are simply not found.
 - With keys not required (``duetime up``, ``server --no-auth``) a call without a key acts as
-  an admin of tenant ``default`` (or of ``?tenant=``); a key, when given, is still checked.
+  a superadmin on tenant ``default`` (or on ``?tenant=``); a key, when given, is still checked.
 - A client address that presented too many unknown or revoked keys (``api_auth_failures`` a
   minute) gets 429 for its requests with a key, without them being looked up.
 - A request with a body is authenticated by :mod:`duetime.api.guard` before its body is read;
@@ -38,6 +39,7 @@ from duetime.api.problems import (
 )
 from duetime.api.ratelimit import RateLimiter, client_key
 from duetime.app import AsyncApp
+from duetime.errors import NotFound
 
 DEFAULT_TENANT = "default"
 TENANT_PATTERN = r"^[^\x00-\x1f\x7f]{1,100}$"
@@ -144,7 +146,7 @@ class Require:
             str | None,
             Query(
                 pattern=TENANT_PATTERN,
-                description="Act on this tenant (admin keys only; default: the key's tenant).",
+                description="Act on this tenant (superadmin keys only; default: the key's tenant).",
             ),
         ] = None,
     ) -> Caller:
@@ -155,13 +157,13 @@ class Require:
             key = await authenticate(state, request.scope, secret)
         elif state.auth_required:
             raise unauthorized("an API key is required: Authorization: Bearer dt_…")
-        role = key.role if key is not None else ApiRole.ADMIN
+        role = key.role if key is not None else ApiRole.SUPERADMIN
         own = key.tenant if key is not None else DEFAULT_TENANT
         if not role.allows(self.role):
             raise forbidden(f"this needs the {self.role} role; the key is {role}")
         chosen = own if tenant is None else tenant
-        if chosen != own and not role.allows(ApiRole.ADMIN):
-            raise forbidden(f"only admin keys may act on another tenant (the key is {role})")
+        if chosen != own and not role.allows(ApiRole.SUPERADMIN):
+            raise other_tenant(chosen, role)
         retry_after = state.limiter.acquire(chosen)
         if retry_after is not None:
             raise rate_limited(retry_after, chosen)
@@ -171,3 +173,19 @@ class Require:
 Viewer = Annotated[Caller, Depends(Require(ApiRole.VIEWER))]
 Operator = Annotated[Caller, Depends(Require(ApiRole.OPERATOR))]
 Admin = Annotated[Caller, Depends(Require(ApiRole.ADMIN))]
+Superadmin = Annotated[Caller, Depends(Require(ApiRole.SUPERADMIN))]
+
+
+def other_tenant(tenant: str, role: ApiRole) -> NotFound:
+    """What a key that is not a superadmin's gets for anything of another tenant: not found,
+    as that tenant's ids are (nothing says whether the tenant exists)."""
+    return NotFound(
+        f"tenant {tenant!r} is not this key's; only superadmin keys act on another tenant "
+        f"(the key is {role})"
+    )
+
+
+def require_own_tenant(caller: Caller, tenant: str) -> None:
+    """Raise 404 unless ``caller`` may manage ``tenant``: its own, or any as a superadmin."""
+    if tenant != caller.tenant and not caller.role.allows(ApiRole.SUPERADMIN):
+        raise other_tenant(tenant, caller.role)

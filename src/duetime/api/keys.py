@@ -1,24 +1,31 @@
-"""``/api/v1/keys``: API keys of a tenant (admin only): create (the secret is shown once), list,
-revoke."""
+"""``/api/v1/keys``: API keys of a tenant (its admins; a superadmin for any tenant): create (the
+secret is shown once), list, revoke. Only a superadmin mints a superadmin key."""
 
 from __future__ import annotations
 
+from duetime._types import ApiRole
 from duetime.api.auth import Admin
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import KeyId
+from duetime.api.problems import forbidden
 from duetime.api.schemas import KeyCreate, KeyCreated, KeyList, KeyOut
 from duetime.errors import Conflict
 
 
 class CreateKey(Endpoint):
     """Create an API key
-    For the tenant acted on (`?tenant=` or the admin key's own). The response holds the secret
-    (`key`) this once: only its SHA-256 hash is stored."""
+    For the tenant acted on (the admin key's own, or a superadmin's `?tenant=`). A `superadmin`
+    key only by a superadmin (403 otherwise). The response holds the secret (`key`) this once:
+    only its SHA-256 hash is stored."""
 
     method, path, tag, status_code = "POST", "/keys", "keys", 201
-    errors = (422,)
+    errors = (403, 422)
 
     async def handle(self, body: KeyCreate, caller: Admin) -> KeyCreated:
+        if body.role is ApiRole.SUPERADMIN and not caller.role.allows(ApiRole.SUPERADMIN):
+            raise forbidden(
+                f"only a superadmin key creates superadmin keys (the key is {caller.role})"
+            )
         key, secret = await caller.app.create_key(body.role, name=body.name)
         return KeyCreated(**KeyOut.fields_of(key), key=secret)
 

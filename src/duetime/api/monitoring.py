@@ -22,7 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from duetime._monitoring import ClusterStats, Incident, QueueDepth, TimelineBucket
-from duetime.api.auth import Admin, Viewer, state_of
+from duetime.api.auth import Superadmin, Viewer, state_of
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import JobId, job_key
 from duetime.api.problems import unauthorized
@@ -436,9 +436,10 @@ def install_metrics(api: FastAPI, app: AsyncApp) -> None:
     elif access == "admin":
 
         @api.get("/metrics", include_in_schema=False)
-        async def admin_metrics(caller: Admin) -> Response:
+        async def admin_metrics(caller: Superadmin) -> Response:
+            # the whole installation's figures: a superadmin's, not one tenant's admin's
             if caller.key is None:  # keys not required (duetime up): still needs one here
-                raise unauthorized("/metrics needs an admin API key (metrics_auth=admin)")
+                raise unauthorized("/metrics needs a superadmin API key (metrics_auth=admin)")
             return await serve_metrics()
 
     else:

@@ -1,5 +1,6 @@
-"""``/api/v1/tenants/{tenant_id}/limits``: a tenant's fairness limits (admin only) — runs in
-flight at once, run starts per second, weight (docs/fairness.md)."""
+"""``/api/v1/tenants/{tenant_id}/limits``: a tenant's fairness limits — runs in flight at once,
+run starts per second, weight (docs/fairness.md). A tenant's admin manages its own tenant's
+(another tenant's are 404); a superadmin any tenant's."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime._types import TenantLimits
-from duetime.api.auth import TENANT_PATTERN, Admin
+from duetime.api.auth import TENANT_PATTERN, Admin, require_own_tenant
 from duetime.api.endpoint import Endpoint
 from duetime.api.schemas import fields_from
 
-TAG = {"name": "tenants", "description": "Tenant fairness limits (admin)."}
+TAG = {
+    "name": "tenants",
+    "description": "Tenant fairness limits (the tenant's admin, or a superadmin).",
+}
 
 TenantId = Annotated[
     str, Path(min_length=1, max_length=100, pattern=TENANT_PATTERN, description="The tenant.")
@@ -61,9 +65,10 @@ class GetTenantLimits(Endpoint):
     No limits and weight 1 for a tenant never configured."""
 
     method, path, tag = "GET", "/tenants/{tenant_id}/limits", "tenants"
-    errors = (422,)
+    errors = (404, 422)
 
     async def handle(self, tenant_id: TenantId, caller: Admin) -> TenantLimitsOut:
+        require_own_tenant(caller, tenant_id)
         return TenantLimitsOut.of(await caller.app.tenant_limits_get(tenant_id))
 
 
@@ -73,11 +78,12 @@ class SetTenantLimits(Endpoint):
     already running are not stopped)."""
 
     method, path, tag = "PUT", "/tenants/{tenant_id}/limits", "tenants"
-    errors = (422,)
+    errors = (404, 422)
 
     async def handle(
         self, tenant_id: TenantId, body: TenantLimitsIn, caller: Admin
     ) -> TenantLimitsOut:
+        require_own_tenant(caller, tenant_id)
         limits = await caller.app.tenant_limits_set(
             tenant_id,
             max_in_flight=body.max_in_flight or 0,  # 0: no limit

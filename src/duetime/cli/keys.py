@@ -24,8 +24,9 @@ def create(
         str,
         typer.Option(
             "--role",
-            help="viewer (reads), operator (also writes, remote workers included) or admin "
-            "(also manages keys and acts on any tenant).",
+            help="viewer (reads), operator (also writes, remote workers included), admin "
+            "(also manages its tenant: keys, limits) or superadmin (manages the installation: "
+            "acts on any tenant).",
         ),
     ],
     tenant: Annotated[

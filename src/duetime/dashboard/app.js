@@ -64,7 +64,7 @@ function fill(view, ...kids) {
   view.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
 }
 function canWrite() {
-  return me && (me.role === "operator" || me.role === "admin");
+  return me && ["operator", "admin", "superadmin"].includes(me.role);
 }
 function say(text, error = false) {
   const box = document.getElementById("status");
@@ -87,7 +87,7 @@ async function api(method, path, body) {
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let url = API + path;
   const tenant = localStorage.getItem(TENANT);
-  if (tenant && me && me.role === "admin" && !path.startsWith("/whoami")) {
+  if (tenant && me && me.role === "superadmin" && !path.startsWith("/whoami")) {
     url += (url.includes("?") ? "&" : "?") + "tenant=" + encodeURIComponent(tenant);
   }
   for (let attempt = 0; ; attempt++) {
@@ -128,13 +128,13 @@ function go(path, params) {
 // --- who am I ----------------------------------------------------------------------------------
 
 // The API-key box only where the server asks for keys; open mode (``duetime up`` on loopback)
-// has none to ask for. An admin keeps the tenant box either way.
+// has none to ask for. A superadmin (open mode's caller too) keeps the tenant box either way.
 function showKeyBox() {
   const open = !config.auth_required;
   for (const el of document.querySelectorAll(".key-only")) el.hidden = open;
-  const admin = me && me.role === "admin";
-  for (const el of document.querySelectorAll(".admin-only")) el.hidden = !admin;
-  document.getElementById("key-use").hidden = open && !admin;
+  const superadmin = me && me.role === "superadmin";
+  for (const el of document.querySelectorAll(".superadmin-only")) el.hidden = !superadmin;
+  document.getElementById("key-use").hidden = open && !superadmin;
 }
 
 async function identify() {

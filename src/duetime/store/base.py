@@ -53,7 +53,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
