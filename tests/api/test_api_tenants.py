@@ -82,3 +82,29 @@ async def test_only_admins_of_the_tenant_or_superadmins(app: AsyncApp) -> None:
     async with client(api, superadmin) as c:
         ok(await c.put("/api/v1/tenants/other/limits", json={"weight": 2}))
         assert ok(await c.get("/api/v1/tenants/other/limits"))["weight"] == 2
+
+
+async def test_alert_webhooks_of_the_tenant_only(app: AsyncApp) -> None:
+    api = create_api(app, auth_required=True)
+    _, admin = await app.create_key(ApiRole.ADMIN)
+    _, superadmin = await app.create_key(ApiRole.SUPERADMIN)
+    urls = ["https://alerts.example.com/duetime", "https://pager.example.com/hook"]
+    async with client(api, admin) as c:  # the admin of tenant `default`
+        path = "/api/v1/tenants/default/alert-webhooks"
+        assert ok(await c.get(path)) == {"tenant": "default", "webhooks": []}
+        assert ok(await c.put(path, json={"webhooks": urls})) == {
+            "tenant": "default",
+            "webhooks": urls,
+        }
+        assert ok(await c.get(path))["webhooks"] == urls
+        bad = {"webhooks": ["https://fine.example.com/", "gopher://old.example.com/"]}
+        problem(await c.put(path, json=bad), 422, "webhooks[1]")
+        problem(await c.put(path, json={"webhooks": ["https://a.example.com/"] * 11}), 422)
+        problem(await c.put(path, json={"urls": urls}), 422)
+        problem(await c.put("/api/v1/tenants/other/alert-webhooks", json={"webhooks": []}), 404)
+        problem(await c.get("/api/v1/tenants/other/alert-webhooks"), 404)
+    assert await app.tenant_alert_webhooks() == urls
+    async with client(api, superadmin) as c:
+        put = await c.put("/api/v1/tenants/other/alert-webhooks", json={"webhooks": urls[:1]})
+        assert ok(put) == {"tenant": "other", "webhooks": urls[:1]}
+    assert await app.tenant_alert_webhooks("other") == urls[:1]

@@ -101,3 +101,18 @@ def test_preview_needs_an_expression_or_a_job(invoke: Invoke) -> None:
     assert_usage_error(invoke("preview", "* * * * *", "--job", "x"), "--job")
     assert_usage_error(invoke("preview", "--job", "missing"), "not found")
     assert_usage_error(invoke("preview", "H H * H *", use_db=False), "month field", "'H'")
+
+
+def test_alert_webhooks_set_show_and_clear(invoke: Invoke) -> None:
+    url = "https://alerts.example.com/acme"
+    shown = json.loads(ok(invoke("tenants", "alerts", "acme", "--json")).stdout)
+    assert shown == {"tenant": "acme", "webhooks": []}
+    set_out = ok(invoke("tenants", "alerts", "acme", "--webhook", url, "--json")).stdout
+    assert json.loads(set_out) == {"tenant": "acme", "webhooks": [url]}
+    assert url in ok(invoke("tenants", "alerts", "acme")).stdout
+    refused = invoke("tenants", "alerts", "acme", "--webhook", "ftp://files.example.com/")
+    assert refused.exit_code == 2
+    assert "webhooks[0]" in refused.stderr
+    assert_usage_error(invoke("tenants", "alerts", "acme", "--clear", "--webhook", url))
+    ok(invoke("tenants", "alerts", "acme", "--clear"))
+    assert json.loads(ok(invoke("tenants", "alerts", "acme", "--json")).stdout)["webhooks"] == []

@@ -13,7 +13,9 @@ from fastapi import APIRouter
 
 from duetime.api.problems import problem_responses
 
-AUTH_ERRORS = (401, 403, 429)
+AUTH_ERRORS = (401, 403, 404, 429)
+"""Every authenticated endpoint's: no key, role too low, ``?tenant=`` another tenant than a
+key that is not a superadmin's may act on (as its ids: not found), over the rate."""
 
 
 class Endpoint:
@@ -22,7 +24,8 @@ class Endpoint:
     tag: ClassVar[str]
     status_code: ClassVar[int] = 200
     errors: ClassVar[tuple[int, ...]] = ()
-    """Error statuses besides the auth ones (401, 403, 429), which every endpoint has."""
+    """Error statuses besides the auth ones (:data:`AUTH_ERRORS`), which every authenticated
+    endpoint has."""
     authenticated: ClassVar[bool] = True
     responses: ClassVar[dict[int | str, dict[str, Any]]] = {}
     """Further success responses (e.g. a 200 beside a 201)."""

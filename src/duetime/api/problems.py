@@ -234,8 +234,11 @@ def install(api: FastAPI) -> None:
 
 _DESCRIPTIONS = {
     401: "No API key, or an unknown or revoked one.",
-    403: "The key's role is too low, or it may not act on the requested tenant.",
-    404: "No such resource in the caller's tenant (malformed ids and other tenants' ids too).",
+    403: "The key's role is too low.",
+    404: (
+        "No such resource in the caller's tenant (malformed ids and other tenants' ids too), "
+        "or `?tenant=` names a tenant the key may not act on (only superadmin keys may)."
+    ),
     409: "Conflict with the resource's current state.",
     422: "The request is invalid; `field` names where.",
     429: "The tenant is over its request rate; retry after `Retry-After` seconds.",

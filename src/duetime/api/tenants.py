@@ -1,18 +1,20 @@
 """``/api/v1/tenants/{tenant_id}/limits``: a tenant's fairness limits — runs in flight at once,
-run starts per second, weight (docs/fairness.md). A tenant's admin manages its own tenant's
-(another tenant's are 404); a superadmin any tenant's."""
+run starts per second, weight (docs/fairness.md); ``…/alert-webhooks``: where its alerts go.
+A tenant's admin manages its own tenant's (another tenant's are 404); a superadmin any
+tenant's."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from duetime._types import TenantLimits
 from duetime.api.auth import TENANT_PATTERN, Admin, require_own_tenant
 from duetime.api.endpoint import Endpoint
 from duetime.api.schemas import fields_from
+from duetime.app.tenants import MAX_ALERT_WEBHOOKS
 
 TAG = {
     "name": "tenants",
@@ -93,4 +95,57 @@ class SetTenantLimits(Endpoint):
         return TenantLimitsOut.of(limits)
 
 
-ENDPOINTS: tuple[type[Endpoint], ...] = (GetTenantLimits, SetTenantLimits)
+class AlertWebhooksIn(BaseModel):
+    """Where the tenant's alerts go, besides the installation's webhooks: the whole list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    webhooks: list[Annotated[str, StringConstraints(max_length=2048)]] = Field(
+        max_length=MAX_ALERT_WEBHOOKS,
+        description="http(s) URLs, checked as webhook targets' are; [] sends nowhere extra.",
+    )
+
+
+class AlertWebhooksOut(BaseModel):
+    tenant: str
+    webhooks: list[str]
+
+
+class GetAlertWebhooks(Endpoint):
+    """Get a tenant's alert webhooks
+    Where its alerts (dead runs, missed SLAs, stuck runs, unserved tasks) go besides the
+    installation's `DUETIME_ALERT_WEBHOOKS`."""
+
+    method, path, tag = "GET", "/tenants/{tenant_id}/alert-webhooks", "tenants"
+    errors = (404, 422)
+
+    async def handle(self, tenant_id: TenantId, caller: Admin) -> AlertWebhooksOut:
+        require_own_tenant(caller, tenant_id)
+        urls = await caller.app.tenant_alert_webhooks(tenant_id)
+        return AlertWebhooksOut(tenant=tenant_id, webhooks=urls)
+
+
+class SetAlertWebhooks(Endpoint):
+    """Set a tenant's alert webhooks
+    Replaces the list. Each message is signed with the tenant's webhook secret
+    (`Duetime-Signature`, as webhook targets are) and carries `Idempotency-Key:
+    <incident>:<event>`; a URL's host must be one webhook targets may reach (checked again
+    when connecting)."""
+
+    method, path, tag = "PUT", "/tenants/{tenant_id}/alert-webhooks", "tenants"
+    errors = (404, 422)
+
+    async def handle(
+        self, tenant_id: TenantId, body: AlertWebhooksIn, caller: Admin
+    ) -> AlertWebhooksOut:
+        require_own_tenant(caller, tenant_id)
+        urls = await caller.app.tenant_alert_webhooks_set(body.webhooks, tenant=tenant_id)
+        return AlertWebhooksOut(tenant=tenant_id, webhooks=urls)
+
+
+ENDPOINTS: tuple[type[Endpoint], ...] = (
+    GetTenantLimits,
+    SetTenantLimits,
+    GetAlertWebhooks,
+    SetAlertWebhooks,
+)

@@ -45,6 +45,8 @@ class FlatOperations:
     tenant_limits_get = operation("tenants", Tenants.limits_get)
     tenant_limits_list = operation("tenants", Tenants.limits_list)
     tenant_stats = operation("tenants", Tenants.stats)
+    tenant_alert_webhooks_set = operation("tenants", Tenants.alert_webhooks_set)
+    tenant_alert_webhooks = operation("tenants", Tenants.alert_webhooks)
     create_key = operation("keys", Keys.create)
     revoke_key = operation("keys", Keys.revoke)
     authenticate = operation("keys", Keys.authenticate)

@@ -85,6 +85,8 @@ class SyncTenants(SyncService[Tenants]):
     limits_list = Blocking(Tenants.limits_list)
     stats = Blocking(Tenants.stats)
     webhook_secret = Blocking(Tenants.webhook_secret)
+    alert_webhooks_set = Blocking(Tenants.alert_webhooks_set)
+    alert_webhooks = Blocking(Tenants.alert_webhooks)
 
 
 class SyncKeys(SyncService[Keys]):

@@ -3,10 +3,34 @@ the webhook signing secret (docs/webhooks.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from duetime._types import TenantLimits, TenantQueueStats
 from duetime.app._service import Service
 from duetime.errors import ValidationError
 from duetime.store.base import TenantLimitsSetParams
+from duetime.targets.http import validate_target
+
+MAX_ALERT_WEBHOOKS = 10
+"""Alert webhook URLs a tenant may set."""
+
+
+def validate_alert_webhooks(webhooks: object) -> list[str]:
+    """The URLs, each checked as a webhook target's URL, duplicates dropped (first kept);
+    ValidationError naming ``webhooks[i]`` otherwise."""
+    if isinstance(webhooks, str) or not isinstance(webhooks, Sequence):
+        raise ValidationError("webhooks", "must be a list of http:// or https:// URLs")
+    if len(webhooks) > MAX_ALERT_WEBHOOKS:
+        raise ValidationError("webhooks", f"at most {MAX_ALERT_WEBHOOKS} URLs")
+    urls: list[str] = []
+    for i, url in enumerate(webhooks):
+        try:
+            checked = validate_target({"type": "http", "url": url})["url"]
+        except ValidationError as exc:
+            raise ValidationError(f"webhooks[{i}]", exc.reason) from None
+        if checked not in urls:
+            urls.append(checked)
+    return urls
 
 
 class Tenants(Service):
@@ -70,6 +94,23 @@ class Tenants(Service):
         """Every tenant's queues: due depth, oldest due age, in flight, throttled (a snapshot
         of the whole cluster, by tenant then queue)."""
         return await self.store.tenant_stats()
+
+    async def alert_webhooks_set(
+        self, webhooks: Sequence[str], *, tenant: str | None = None
+    ) -> list[str]:
+        """Send a tenant's alerts (its dead runs, missed SLAs, stuck runs, unserved tasks) to
+        these webhook URLs too, besides the installation's ``alert_webhooks``; ``[]`` for none.
+        Replaces the list; returns it. Each URL is checked as a webhook target's is (public
+        hosts, or those ``http_allow_hosts`` lists, at send time too), at most
+        :data:`MAX_ALERT_WEBHOOKS`; messages are signed with the tenant's webhook secret."""
+        chosen = self._tenant_id(tenant)
+        urls = validate_alert_webhooks(webhooks)
+        return await self.store.tenant_alert_webhooks_set(chosen, urls)
+
+    async def alert_webhooks(self, tenant: str | None = None) -> list[str]:
+        """Where a tenant's alerts go besides the installation's webhooks ([] if nowhere)."""
+        chosen = self._tenant_id(tenant)
+        return (await self.store.tenant_alert_webhooks([chosen])).get(chosen, [])
 
     async def webhook_secret(self) -> str:
         """This tenant's webhook signing secret (created on first use): receivers of HTTP

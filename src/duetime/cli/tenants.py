@@ -1,4 +1,5 @@
-"""``duetime tenants …``: fairness limits per tenant — set, show (docs/fairness.md)."""
+"""``duetime tenants …``: fairness limits per tenant — set, show (docs/fairness.md) — and where
+a tenant's alerts go (`alerts`)."""
 
 from __future__ import annotations
 
@@ -129,4 +130,45 @@ def show(
         ],
         title="queues",
         empty="no runs waiting or running",
+    )
+
+
+@tenants.command("alerts")
+def alerts(
+    tenant: Annotated[str, typer.Argument(metavar="TENANT", help="The tenant's id.")],
+    webhook: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            help="Send the tenant's alerts to this URL too (repeat for several); replaces the "
+            "list. Without --webhook or --clear, shows it.",
+        ),
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Send the tenant's alerts nowhere extra.")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Where a tenant's alerts go besides the installation's DUETIME_ALERT_WEBHOOKS: show it,
+    or set it (signed with the tenant's webhook secret; hosts checked as webhook targets')."""
+    if clear and webhook:
+        typer.echo("error: --clear and --webhook do not go together", err=True)
+        raise typer.Exit(2)
+    changing = clear or bool(webhook)
+
+    async def body(app: AsyncApp) -> list[str]:
+        if changing:
+            return await app.tenant_alert_webhooks_set(webhook or [], tenant=tenant)
+        return await app.tenant_alert_webhooks(tenant)
+
+    urls = with_app(db, "default", body, create=changing)
+    if as_json:
+        print_json({"tenant": tenant, "webhooks": urls})
+        return
+    print_table(
+        ["webhook"],
+        [(u,) for u in urls],
+        title=f"alert webhooks of tenant {tenant}",
+        empty="none: only the installation's DUETIME_ALERT_WEBHOOKS",
     )

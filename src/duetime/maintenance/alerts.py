@@ -7,9 +7,13 @@ store — one open incident per (kind, tenant, subject): a condition with no ope
 one, an open incident whose condition is gone is resolved. Those writes are fenced by the
 leader's term, and an incident is opened (or resolved) once whoever leads, so a failover
 neither repeats nor loses one. Each opening and resolution is logged once (by the leader that
-wrote it), and its message is delivered to every webhook in ``alert_webhooks`` — JSON, signed
-like webhook targets (``Duetime-Signature``), with ``Idempotency-Key: <incident id>:<event>`` —
-"fired" before "resolved", retried with backoff until every webhook took it. A leader that dies
+wrote it), and its message is delivered to every webhook in ``alert_webhooks`` and, for a
+tenant's incident, to that tenant's own alert webhooks (``app.tenants.alert_webhooks_set``) —
+JSON, signed like webhook targets (``Duetime-Signature``: the installation's ``alert_secret``
+for its webhooks, the tenant's webhook secret for the tenant's), with ``Idempotency-Key:
+<incident id>:<event>`` — "fired" before "resolved", retried with backoff until every webhook
+took it. A tenant's URLs are the tenant's input: they go through the webhook targets' host
+policy (``http_allow_hosts``) at connect time, as webhook targets do. A leader that dies
 between sending and recording a delivery makes the next leader send it again: receivers dedupe
 on the idempotency key.
 """
@@ -42,7 +46,7 @@ from duetime.store.base import (
     LeaderFence,
     Store,
 )
-from duetime.targets.http import sign
+from duetime.targets.http import HostPolicy, HostRefused, _refusal_in, sign
 
 log = logging.getLogger("duetime.alerts")
 
@@ -217,13 +221,15 @@ class AlertEvaluator:
         self.settings = settings
         self.webhooks = [u.strip() for u in settings.alert_webhooks.split(",") if u.strip()]
         self._session: Any = None
+        self._guarded: Any = None
         self._secret: str | None = settings.alert_secret or None
         self._pruned_at = 0.0
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        for session in (self._session, self._guarded):
+            if session is not None and not session.closed:
+                await session.close()
+        self._session = self._guarded = None
 
     async def run_once(self, fence: LeaderFence | None = None) -> AlertPass:
         now = await self.store.db_now()
@@ -298,22 +304,35 @@ class AlertEvaluator:
         )
         if not pending:
             return 0
-        done = await asyncio.gather(*(self._deliver_one(i, now) for i in pending))
+        tenants = sorted({i.tenant for i in pending if i.tenant is not None})
+        own = await self.store.tenant_alert_webhooks(tenants)
+        done = await asyncio.gather(
+            *(self._deliver_one(i, now, own.get(i.tenant or "", [])) for i in pending)
+        )
         return sum(done)
 
-    async def _deliver_one(self, incident: Incident, now: datetime) -> bool:
+    async def _deliver_one(
+        self, incident: Incident, now: datetime, tenant_webhooks: Sequence[str] = ()
+    ) -> bool:
+        """Send the incident's pending event to every destination not yet done: the
+        installation's webhooks, then the tenant's own (a URL in both is sent once, as the
+        installation's)."""
         event = incident.pending_event
         if event is None:
             return False
         delivered = list(incident.delivered)
         errors: list[str] = []
-        if self.webhooks:
+        destinations = [(u, False) for u in self.webhooks] + [
+            (u, True) for u in tenant_webhooks if u not in self.webhooks
+        ]
+        if destinations:
             body = _json.dumps(message(incident, event, now)).encode()
-            remaining = [u for u in self.webhooks if u not in delivered]
+            remaining = [(u, tenants) for u, tenants in destinations if u not in delivered]
             results = await asyncio.gather(
-                *(self._post(url, body, incident, event) for url in remaining)
+                *(self._post(url, body, incident, event, tenants) for url, tenants in remaining)
             )
-            for url, error in zip(remaining, results, strict=True):
+            remaining_urls = [u for u, _ in remaining]
+            for url, error in zip(remaining_urls, results, strict=True):
                 if error is None:
                     delivered.append(url)
                 else:
@@ -346,25 +365,46 @@ class AlertEvaluator:
             self._secret = await self.store.tenant_secret(ALERTS_DEFAULT_TENANT)
         return self._secret
 
+    def _session_for(self, tenants: bool) -> Any:
+        """The installation's webhooks are the operator's (any address); a tenant's go through
+        the webhook targets' host policy, checked on the address connected to."""
+        import aiohttp
+
+        if not tenants:
+            if self._session is None or self._session.closed:
+                self._session = aiohttp.ClientSession(trust_env=False)
+            return self._session
+        if self._guarded is None or self._guarded.closed:
+            from duetime.targets._netguard import GuardedConnector
+
+            connector = GuardedConnector(HostPolicy.parse(self.settings.http_allow_hosts))
+            self._guarded = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self._guarded
+
     async def _post(
-        self, url: str, body: bytes, incident: Incident, event: IncidentEvent
+        self, url: str, body: bytes, incident: Incident, event: IncidentEvent, tenants: bool
     ) -> str | None:
-        """POST one message; None on a 2xx, else what went wrong."""
+        """POST one message; None on a 2xx, else what went wrong. ``tenants``: one of the
+        incident's tenant's own webhooks (signed with its secret, its host checked)."""
         # like targets/http.py's signed POST on purpose: own headers, session and error text
         import aiohttp
 
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(trust_env=False)
+        session = self._session_for(tenants)
+        secret = (
+            await self.store.tenant_secret(incident.tenant)
+            if tenants and incident.tenant is not None
+            else await self._signing_secret()
+        )
         timestamp = int(time.time())
         headers = {
             "Content-Type": "application/json",
             "Idempotency-Key": f"{incident.id}:{event}",
             "Duetime-Event": f"alert.{event}",
             "Duetime-Timestamp": str(timestamp),
-            "Duetime-Signature": sign(await self._signing_secret(), timestamp, body),
+            "Duetime-Signature": sign(secret, timestamp, body),
         }
         try:
-            async with self._session.post(
+            async with session.post(
                 url,
                 data=body,
                 headers=headers,
@@ -377,8 +417,11 @@ class AlertEvaluator:
                 return f"HTTP {response.status}"
         except TimeoutError:
             return f"timed out after {DELIVERY_TIMEOUT:g}s"
+        except HostRefused as exc:
+            return str(exc)
         except aiohttp.ClientError as exc:
-            return f"{type(exc).__name__}: {exc}"
+            refused = _refusal_in(exc)
+            return str(refused) if refused is not None else f"{type(exc).__name__}: {exc}"
 
 
 def message(incident: Incident, event: IncidentEvent, now: datetime) -> dict[str, Any]:

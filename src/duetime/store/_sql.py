@@ -866,6 +866,24 @@ class SQLStore(SQLObservability):
         rows = await self._read_all("tenant_limits_list")
         return [_rows.tenant_limits_from_row(r) for r in rows]
 
+    async def tenant_alert_webhooks_set(
+        self, tenant: str, webhooks: Sequence[str], now: datetime | None = None
+    ) -> list[str]:
+        row = await self._write_one(
+            "tenant_alert_webhooks_upsert",
+            tenant=tenant,
+            secret=new_webhook_secret(),
+            webhooks=_json.dumps(list(webhooks)),
+            now=self._fixed_now(now),
+        )
+        return [str(u) for u in self.codec.json(row["alert_webhooks"])]
+
+    async def tenant_alert_webhooks(self, tenants: Sequence[str]) -> dict[str, list[str]]:
+        if not tenants:
+            return {}
+        rows = await self._read_all("tenant_alert_webhooks_get", tenants=list(tenants))
+        return {str(r["id"]): [str(u) for u in self.codec.json(r["alert_webhooks"])] for r in rows}
+
     async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
         async with self._read() as conn:
             rows = await self._all(conn, "tenant_stats", now=self._fixed_now(now))

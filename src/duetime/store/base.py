@@ -53,7 +53,7 @@ from duetime._types import (
     WorkerInfo,
 )
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -960,6 +960,17 @@ class Store(Protocol):
 
     async def tenant_limits_list(self) -> list[TenantLimits]:
         """Every tenant that has a row (configured, or has a webhook secret), by id."""
+        ...
+
+    async def tenant_alert_webhooks_set(
+        self, tenant: str, webhooks: Sequence[str], now: datetime | None = None
+    ) -> list[str]:
+        """Replace where ``tenant``'s alerts go (URLs validated by the caller; [] for none);
+        returns them. Creates the tenant's row if it has none."""
+        ...
+
+    async def tenant_alert_webhooks(self, tenants: Sequence[str]) -> dict[str, list[str]]:
+        """The alert webhooks of each of ``tenants`` that has some (others are absent)."""
         ...
 
     async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]:
