@@ -19,6 +19,7 @@ from typer.core import TyperOption
 from duetime.cli import (
     api_server,
     bulk,
+    doctor,
     explain,
     jobs,
     keys,
@@ -42,7 +43,19 @@ cli = typer.Typer(
 
 jobs.jobs.add_typer(bulk.commands)  # `duetime jobs import`
 
-for module in (explain, nodes, preview, migrate, processes, api_server, jobs, keys, runs, tenants):
+for module in (
+    explain,
+    nodes,
+    preview,
+    migrate,
+    doctor,
+    processes,
+    api_server,
+    jobs,
+    keys,
+    runs,
+    tenants,
+):
     cli.add_typer(module.commands)
 
 

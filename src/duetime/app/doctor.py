@@ -1,0 +1,281 @@
+"""``duetime doctor``: what is wrong with a deployment, each finding with its fix.
+
+:func:`diagnose` opens the database itself (not through :class:`~duetime.app.AsyncApp`, which
+refuses a schema it does not match: that is one of the things to report) and checks, in order:
+the database answers; its schema is this duetime's; this host's clock agrees with the
+database's; which time-zone rules this process uses; schedulers, a leader and workers are alive
+(heartbeats within ``worker_stale_after``); nothing is falling behind (occurrences overdue,
+leases expired, due runs of a task no live worker serves); alerts firing. Each check says
+``ok``, ``warn`` (works, but something will not happen as expected) or ``fail`` (runs will not
+fire or not run); a check that cannot run because an earlier one failed is left out.
+
+Read-only: nothing is written (a SQLite file that does not exist is not created).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import zoneinfo
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from importlib import metadata
+from pathlib import Path
+
+from duetime._config import Settings
+from duetime._monitoring import ClusterStats
+from duetime._redact import redact_url
+from duetime.errors import DuetimeError
+from duetime.store import SCHEMA_VERSION, Store, create_store, is_postgres_url
+from duetime.store.base import IncidentListParams, StatsParams
+
+CLOCK_TOLERANCE = timedelta(seconds=1)
+"""An offset to the database clock past which due checks and leases (read on the database's
+clock) and a worker's precise firing (on its own) disagree visibly."""
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+    fix: str | None = None
+    """What to do about it (None when nothing needs doing)."""
+
+
+async def diagnose(settings: Settings) -> list[Finding]:
+    """Every check's finding for the deployment ``settings`` names (module docstring)."""
+    url = settings.database_url
+    where = redact_url(url) if is_postgres_url(url) else url
+    findings: list[Finding] = []
+    store = create_store(url, create=False)
+    try:
+        await store.open()
+    except (DuetimeError, OSError) as exc:
+        findings.append(
+            Finding(
+                "database",
+                Status.FAIL,
+                f"cannot open {where}: {exc}",
+                "check the URL (--db or DUETIME_DATABASE_URL), that the server runs and that "
+                "this host may connect to it",
+            )
+        )
+        return findings
+    try:
+        findings.append(Finding("database", Status.OK, f"{store.dialect} at {where} answers"))
+        schema = await _schema(store)
+        findings.append(schema)
+        findings.append(await _clock(store))
+        findings.append(_zone_rules())
+        if schema.status is not Status.FAIL:
+            findings += await _cluster(store, settings)
+    finally:
+        await store.close()
+    return findings
+
+
+async def _schema(store: Store) -> Finding:
+    version = await store.schema_version()
+    if version is None:
+        return Finding("schema", Status.FAIL, "the database has no duetime schema", _MIGRATE)
+    if version < SCHEMA_VERSION:
+        return Finding(
+            "schema",
+            Status.FAIL,
+            f"schema v{version}; this duetime needs v{SCHEMA_VERSION}",
+            _MIGRATE,
+        )
+    if version > SCHEMA_VERSION:
+        return Finding(
+            "schema",
+            Status.FAIL,
+            f"schema v{version} is newer than this duetime knows (v{SCHEMA_VERSION})",
+            "upgrade duetime on this host to the release that migrated the database",
+        )
+    return Finding("schema", Status.OK, f"v{version}, this duetime's")
+
+
+_MIGRATE = (
+    "run `duetime migrate` (it says when a migration needs the previous release stopped first)"
+)
+
+
+async def _clock(store: Store) -> Finding:
+    if store.dialect == "sqlite":
+        return Finding("clock", Status.OK, "SQLite: the database clock is this host's")
+    before = time.time()
+    db_now = await store.db_now()
+    after = time.time()
+    middle = datetime.fromtimestamp((before + after) / 2, tz=db_now.tzinfo)
+    offset = db_now - middle
+    shown = f"{offset.total_seconds() * 1000:+.0f} ms (round trip {(after - before) * 1000:.0f} ms)"
+    if abs(offset) > CLOCK_TOLERANCE:
+        return Finding(
+            "clock",
+            Status.WARN,
+            f"this host's clock is {shown} off the database's",
+            "synchronise this host's and the database server's clocks (NTP, chrony)",
+        )
+    return Finding("clock", Status.OK, f"offset to the database {shown}")
+
+
+def _zone_rules() -> Finding:
+    """Which IANA rules this process computes local times with: the system's zoneinfo when
+    Python finds it, else the ``tzdata`` package. Every node should use the same release."""
+    system = _system_tzdata()
+    try:
+        package: str | None = metadata.version("tzdata")
+    except metadata.PackageNotFoundError:
+        package = None
+    source = "the system's zoneinfo" if system is not None else "the tzdata package"
+    used = system or package
+    if used is None:
+        return Finding(
+            "tzdata",
+            Status.FAIL,
+            "no time-zone rules found (no system zoneinfo, no tzdata package)",
+            "pip install tzdata (it comes with duetime) or install the system's tzdata",
+        )
+    detail = f"{used}, from {source}"
+    if system is not None and package is not None:
+        detail += f" (the tzdata package, {package}, is not used)"
+    return Finding("tzdata", Status.OK, detail)
+
+
+def _system_tzdata() -> str | None:
+    """The release (``2025b``) of the first zoneinfo directory Python searches that has one."""
+    for folder in zoneinfo.TZPATH:
+        header = Path(folder) / "tzdata.zi"
+        try:
+            with header.open(encoding="utf-8") as f:
+                first = f.readline().strip()
+        except OSError:
+            continue
+        if first.startswith("# version "):
+            return first.removeprefix("# version ")
+    return None
+
+
+async def _cluster(store: Store, settings: Settings) -> list[Finding]:
+    now = await store.db_now()
+    live_after = now - timedelta(seconds=settings.worker_stale_after)
+    stats = await store.stats_snapshot(StatsParams(live_after=live_after, now=now))
+    firing = await store.incidents_list(IncidentListParams(firing=True, limit=1000))
+    window = f"{settings.worker_stale_after:g}s"
+    return [
+        _schedulers(stats, window),
+        _leader(stats),
+        _workers(stats, window),
+        *_falling_behind(stats),
+        Finding(
+            "alerts",
+            Status.WARN if firing else Status.OK,
+            f"{len(firing)} firing: " + "; ".join(i.summary for i in firing[:3])
+            if firing
+            else "none firing",
+            "see `GET /api/v1/alerts` or the dashboard" if firing else None,
+        ),
+    ]
+
+
+def _schedulers(stats: ClusterStats, window: str) -> Finding:
+    schedulers = [n for n in stats.nodes if "scheduler" in n.roles]
+    if not schedulers:
+        return Finding(
+            "schedulers",
+            Status.FAIL,
+            f"no scheduler heartbeated within {window}: no occurrence fires",
+            "start `duetime scheduler` (any number, on any hosts)",
+        )
+    hosts = ", ".join(sorted({f"{n.host}:{n.pid}" for n in schedulers}))
+    return Finding("schedulers", Status.OK, f"{len(schedulers)} alive ({hosts})")
+
+
+def _leader(stats: ClusterStats) -> Finding:
+    if stats.leader is None:
+        return Finding(
+            "leader",
+            Status.FAIL,
+            "no scheduler leads: expired leases are not taken back, history is not pruned, "
+            "alerts are not raised",
+            "start `duetime scheduler`; one of them is elected within its leader lease",
+        )
+    until = stats.leader.expires_at.isoformat(timespec="seconds")
+    return Finding(
+        "leader", Status.OK, f"{stats.leader.node_id} (term {stats.leader.term}, until {until})"
+    )
+
+
+def _workers(stats: ClusterStats, window: str) -> Finding:
+    own = [w for w in stats.workers if w.tenant is None]
+    remote = len(stats.workers) - len(own)
+    if not stats.workers:
+        return Finding(
+            "workers",
+            Status.WARN,
+            f"no worker heartbeated within {window}: runs wait",
+            "start `duetime worker --app yourpackage.tasks:app` (or a worker in your application)",
+        )
+    tasks = sorted({t for w in own for t in w.tasks if not t.startswith("duetime.")})
+    shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
+    detail = f"{len(own)} alive" + (f", {remote} remote" if remote else "")
+    return Finding("workers", Status.OK, detail + (f"; tasks {shown}" if tasks else ""))
+
+
+def _falling_behind(stats: ClusterStats) -> list[Finding]:
+    out: list[Finding] = []
+    if stats.overdue_jobs:
+        since = (
+            ""
+            if stats.oldest_overdue_at is None
+            else f", the oldest since {stats.oldest_overdue_at.isoformat(timespec='seconds')}"
+        )
+        out.append(
+            Finding(
+                "scheduling",
+                Status.WARN,
+                f"{stats.overdue_jobs} job(s) with an occurrence not written yet{since}",
+                "start a scheduler, or more of them (`duetime scheduler --partitions`), if "
+                "this stays",
+            )
+        )
+    else:
+        out.append(Finding("scheduling", Status.OK, "every occurrence due is written"))
+    if stats.expired_leases:
+        out.append(
+            Finding(
+                "leases",
+                Status.WARN,
+                f"{stats.expired_leases} running run(s) whose lease expired (their worker died "
+                "or stalled)",
+                "the leader's reaper takes them back; if this stays, check that a leader runs",
+            )
+        )
+    served = {t for w in stats.workers for t in w.tasks}
+    unserved = sorted({(d.tenant, d.task) for d in stats.tasks_due if d.task not in served})
+    if unserved:
+        names = ", ".join(f"{task} ({tenant})" for tenant, task in unserved[:5])
+        out.append(
+            Finding(
+                "tasks",
+                Status.WARN,
+                f"due runs of task(s) no live worker serves: {names}",
+                "start a worker whose app registers them (`duetime worker --app …`)",
+            )
+        )
+    return out
+
+
+def exit_code(findings: list[Finding]) -> int:
+    """1 when a check failed, else 0 (warnings do not fail a deployment check)."""
+    return 1 if any(f.status is Status.FAIL for f in findings) else 0
+
+
+__all__ = ["Finding", "Status", "diagnose", "exit_code"]
