@@ -35,6 +35,7 @@ from duetime.errors import (
     RetryLater,
     SchemaError,
     UnsupportedFeature,
+    UsageError,
     ValidationError,
 )
 from duetime.targets.context import RunContext
@@ -70,5 +71,6 @@ __all__ = [
     "TenantLimits",
     "TenantQueueStats",
     "UnsupportedFeature",
+    "UsageError",
     "ValidationError",
 ]

@@ -62,4 +62,26 @@ def parse_duration(text: str, *, short_forms: bool = True) -> timedelta | None:
         return None
 
 
-__all__ = ["UNIT_SECONDS", "iso_duration_seconds", "parse_duration", "short_duration_seconds"]
+_WORDS = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*", re.IGNORECASE)
+WORD_UNITS = ("second", "minute", "hour", "day", "week", "month")
+"""The units of an interval in words (``"90 seconds"``, ``"1 day"``, ``"2 months"``)."""
+
+
+def interval_words(text: str) -> tuple[float, str] | None:
+    """``"2 days"`` → ``(2.0, "day")``: a number (any sign, so a caller can word its own error
+    for ``"-1 month"``) and one of :data:`WORD_UNITS` (singular or plural, any case); None
+    unless ``text`` is exactly that."""
+    match = _WORDS.fullmatch(text)
+    if match is None or match.group(2).lower() not in WORD_UNITS:
+        return None
+    return float(match.group(1)), match.group(2).lower()
+
+
+__all__ = [
+    "UNIT_SECONDS",
+    "WORD_UNITS",
+    "interval_words",
+    "iso_duration_seconds",
+    "parse_duration",
+    "short_duration_seconds",
+]

@@ -26,6 +26,46 @@ class ScheduleKind(enum.StrEnum):
     EVERY = "every"
 
 
+class CalendarUnit(enum.StrEnum):
+    """Units of an ``every`` schedule counted on the calendar of the schedule's zone."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarInterval:
+    """An ``every`` interval in calendar units (``"1 day"``, ``"2 weeks"``, ``"1 month"``):
+    occurrences keep the anchor's wall time in the schedule's zone across DST changes (a
+    month keeps the anchor's day of the month, clamped to the month's last day)."""
+
+    count: int
+    """Whole number of units, 1 or more."""
+    unit: CalendarUnit
+    """The unit; its name as a string (``"day"``, ``"week"``, ``"month"``) is taken too."""
+
+    def __post_init__(self) -> None:
+        # CalendarInterval(1, "day"): a valid unit name becomes the unit; anything else stays
+        # for validation to refuse with the field's name
+        if not isinstance(self.unit, CalendarUnit) and isinstance(self.unit, str):
+            name = self.unit.strip().lower()
+            name = name[:-1] if name.endswith("s") else name
+            if name in {unit.value for unit in CalendarUnit}:
+                object.__setattr__(self, "unit", CalendarUnit(name))
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.unit}{'' if self.count == 1 else 's'}"
+
+    @property
+    def normalized(self) -> CalendarInterval:
+        """The same interval with weeks counted as days (``1 week`` → ``7 days``): equal for
+        any two ways of writing one interval. Display keeps the declared form."""
+        if self.unit is CalendarUnit.WEEK:
+            return CalendarInterval(self.count * 7, CalendarUnit.DAY)
+        return self
+
+
 class JobStatus(enum.StrEnum):
     ACTIVE = "active"
     PAUSED = "paused"
@@ -78,6 +118,9 @@ class OverlapPolicy(enum.StrEnum):
     ALLOW = "allow"
     SERIALIZE = "serialize"
     REPLACE = "replace"
+    BUFFER_ONE = "buffer_one"
+    """One at a time; of the runs waiting meanwhile only the newest is kept (older ones are
+    skipped ``superseded``)."""
 
 
 class DeliveryMode(enum.StrEnum):
@@ -107,7 +150,8 @@ class Schedule:
     - ``now``: one run at ``at`` (the registration instant).
     - ``at``: one run at ``at``.
     - ``cron``: ``cron`` expression evaluated in IANA zone ``tz``.
-    - ``every``: ``anchor + k * every`` for k ≥ 0.
+    - ``every``: ``anchor + k * every`` for k ≥ 0 (a fixed duration), or, with
+      ``every_calendar`` instead, the anchor's wall time in ``tz`` stepped k calendar units.
     """
 
     kind: ScheduleKind
@@ -116,6 +160,8 @@ class Schedule:
     at: datetime | None = None
     every: timedelta | None = None
     anchor: datetime | None = None
+    every_calendar: CalendarInterval | None = None
+    """An ``every`` in calendar units (then ``every`` is None)."""
     hash_seed: str | None = None
     """What ``H`` in a cron expression hashes (docs/fairness.md): a job's tenant and name, set
     when a job's schedule is built or read; None hashes the expression's own text."""
@@ -130,12 +176,58 @@ class RetryPolicy:
     """Retries of one run. ``max_attempts`` counts the first try.
 
     Backoff before attempt n+1 is ``uniform(0, min(cap, base * factor**(n-1)))`` (full jitter).
+
+    ``within`` (seconds, or a ``timedelta``): no retry is scheduled to start later than this
+    long after the run's ``scheduled_for`` (after its replay, for a replayed run); the run goes
+    dead (``retry_window_exhausted``) instead. ``permanent_on`` / ``retry_on``: exception
+    classes (or their dotted names; builtins by bare name) that end the run at once, or that
+    are retried even where duetime would not; the most specific class of the raised exception's
+    MRO that either list names decides. ``permanent_on_status`` / ``retry_on_status``: the same
+    for HTTP targets' response statuses (default: 408, 429 and 5xx retried, others permanent).
+    See docs/delivery.md.
     """
 
     max_attempts: int = 3
     backoff_base: float = 1.0
     backoff_factor: float = 2.0
     backoff_cap: float = 600.0
+    within: float | None = None
+    permanent_on: tuple[str, ...] = ()
+    retry_on: tuple[str, ...] = ()
+    permanent_on_status: tuple[int, ...] = ()
+    retry_on_status: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # convenient spellings made hashable and storable: a timedelta as seconds, lists as
+        # tuples, exception classes as their dotted names; anything else is left for
+        # registration to refuse with the field's name
+        if isinstance(self.within, timedelta):
+            object.__setattr__(self, "within", self.within.total_seconds())
+        for name in ("permanent_on", "retry_on", "permanent_on_status", "retry_on_status"):
+            value = getattr(self, name)
+            if isinstance(value, list | tuple | set | frozenset):
+                object.__setattr__(self, name, tuple(_class_name(v) for v in value))
+
+    @property
+    def has_rules(self) -> bool:
+        """True when a window or a classification is set (the store keeps them apart)."""
+        return bool(
+            self.within is not None
+            or self.permanent_on
+            or self.retry_on
+            or self.permanent_on_status
+            or self.retry_on_status
+        )
+
+
+def _class_name(value: Any) -> Any:
+    """An exception class as the name ``RetryPolicy`` keeps (``ValueError``,
+    ``myapp.errors.Fatal``); any other value as it is."""
+    if isinstance(value, type) and issubclass(value, BaseException):
+        if value.__module__ == "builtins":
+            return value.__qualname__
+        return f"{value.__module__}.{value.__qualname__}"
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +288,22 @@ class Job:
     """A one-shot declared as a delay (``at=timedelta(hours=3)``): that delay. Declaring the
     job again with the same delay keeps its instant (``rearm=True`` re-arms it); None for an
     instant or any other schedule."""
+    start_at: datetime | None = None
+    """A recurring job's bounds (docs/api.md, "Bounds"): no occurrence before ``start_at``…"""
+    end_at: datetime | None = None
+    """… or after ``end_at`` fires; None: unbounded on that side."""
+    max_runs: int | None = None
+    """At most this many scheduled runs are created (manual triggers do not count); None:
+    no limit."""
+    runs_created: int = 0
+    """The scheduled runs counted against ``max_runs`` so far (counted while it is set)."""
+    replace_timeout: float = 30.0
+    """With overlap ``replace``: seconds a replaced run gets to stop (its attempt recorded)
+    before its successor starts anyway (decision 0016)."""
+    max_waiting: int = 0
+    """Runs that may wait for the job's overlap key while it is busy (``serialize``, or
+    ``allow`` at its limit); a newer one due at the cap is skipped ``queue_full``. 0: no
+    limit."""
     next_occurrence_at: datetime | None = field(default=None, compare=False)
     """The earliest occurrence not fired yet, what "next fire" shows: the scheduler writes runs
     ahead of their instant and moves ``next_fire_at`` past them, so this is the earliest of
@@ -203,6 +311,11 @@ class Job:
     created: bool = field(default=False, compare=False)
     """True on the job ``schedule`` returns when that call created it (False: it updated an
     existing job, or the job was read). Not part of the job's state: never compared."""
+
+    @property
+    def runs_left(self) -> int | None:
+        """Scheduled runs ``max_runs`` still allows (0 when used up); None without a limit."""
+        return None if self.max_runs is None else max(self.max_runs - self.runs_created, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,13 @@ class ValidationError(DuetimeError, ValueError):
         self.reason = reason
 
 
+class UnknownTask(ValidationError):
+    """A job names a task no worker has registered yet (``field`` is ``task``). For a caller it
+    is a ValidationError like any other; inside a task (``app.schedule(task=…)`` before the
+    worker serving that task has started) the worker retries it, as the worker may come, where
+    any other ValidationError ends the run (reason ``permanent_error``)."""
+
+
 class NotFound(DuetimeError, LookupError):
     """No job, run or key with that id or name (within the caller's tenant)."""
 
@@ -63,13 +70,42 @@ class UnsupportedFeature(DuetimeError):
     """The chosen store cannot provide what was asked (e.g. exactly-once on SQLite)."""
 
 
+class UsageError(DuetimeError):
+    """duetime's API used wrongly from inside a task (``ctx.progress(2.0)``, ``ctx.transaction()``
+    in a job that is not exactly-once, a checkpoint that is not JSON …): ``what`` names the call
+    or argument, ``reason`` says what is wrong. The same call fails the same way on every attempt,
+    so the worker ends the run ``dead`` at once (reason ``usage_error``), keeping the message and
+    traceback on the attempt."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
 class Permanent(Exception):
     """Raise from a task to fail its run at once, with no further retries (it goes dead)."""
 
 
+MAX_RETRY_DELAY = 10 * 366 * 86400.0
+"""The longest delay :class:`RetryLater` may ask for, in seconds (ten years, as the longest
+duration the REST API takes: a remote worker's ``retry_after`` always fits)."""
+
+
 class RetryLater(Exception):
-    """Raise from a task to ask for a retry after ``delay`` seconds (counts as an attempt)."""
+    """Raise from a task to ask for a retry after ``delay`` seconds (counts as an attempt).
+    A ``delay`` that is not a number from 0 to :data:`MAX_RETRY_DELAY` raises
+    :class:`UsageError` instead (the run ends at once, reason ``usage_error``)."""
 
     def __init__(self, message: str = "", *, delay: float | None = None) -> None:
+        if delay is not None and (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not 0 <= delay <= MAX_RETRY_DELAY
+        ):
+            raise UsageError(
+                "RetryLater.delay",
+                f"must be seconds from 0 to {MAX_RETRY_DELAY:g} (ten years), got {delay!r}",
+            )
         super().__init__(message)
         self.delay = delay

@@ -85,8 +85,10 @@ def describe_schedule(job: Job) -> str:
     if s.kind is ScheduleKind.CRON:
         return f"cron {s.cron!r} in {s.tz}"
     if s.kind is ScheduleKind.EVERY:
-        assert s.every is not None
         anchor = "" if s.anchor is None else f" from {_iso(s.anchor)}"
+        if s.every_calendar is not None:  # stepped on the zone's calendar: its wall time kept
+            return f"every {s.every_calendar} in {s.tz}{anchor}"
+        assert s.every is not None
         return f"every {_seconds(s.every.total_seconds())}{anchor}"
     if s.kind is ScheduleKind.AT:
         return f"once at {_iso(s.at)}"
@@ -130,15 +132,20 @@ _SKIP_WHY = {
     "paused": "skipped: the job was paused",
     "schedule_changed": "skipped: the job's schedule changed before it ran",
     "overlap": "skipped by the overlap policy: a previous run of the job was still running",
+    "superseded": "skipped by the overlap policy: a newer run due while the job was busy "
+    "took its place in the queue (buffer_one, replace)",
+    "queue_full": "skipped: max_waiting runs were already waiting for the busy job",
     "misfire_skip": "skipped by the misfire policy 'skip': it waited past its misfire grace "
     "while no worker could run it",
     "misfire_fire_once": "skipped by the misfire policy 'fire_once': a later missed "
     "occurrence ran instead",
+    "max_runs": "skipped: missed while nothing ran, and past the job's max_runs when it caught up",
 }
 _CANCEL_WHY = {
     "job_cancelled": "cancelled: the job was cancelled",
     "cancelled": "cancelled by an operator",
-    "replaced": "cancelled by the overlap policy 'replace': a newer run took its place",
+    "replaced": "cancelled by the overlap policy 'replace': a newer run took its place "
+    "(it was asked to stop; past the job's replace_timeout it was cancelled outright)",
 }
 
 
@@ -307,11 +314,22 @@ def explain(
     )
 
 
+def _bounds_note(job: Job) -> str:
+    """Why a recurring job completed: its end passed, or its runs were used up."""
+    if job.max_runs is not None and job.runs_created >= job.max_runs:
+        return f" (max_runs {job.max_runs} used up)."
+    if job.end_at is not None:
+        return f" (end_at {_iso(job.end_at)})."
+    return "."
+
+
 def _summary(
     job: Job, now: datetime, reports: Sequence[OccurrenceReport], nexts: Sequence[NextFire]
 ) -> str:
     if job.status is JobStatus.CANCELLED:
         head = "The job is cancelled: it never fires again (manual triggers are refused)."
+    elif job.status is JobStatus.COMPLETED and not job.schedule.one_shot:
+        head = "The job completed: no occurrence is left within its bounds" + _bounds_note(job)
     elif job.status is JobStatus.COMPLETED:
         head = "The one-shot job completed: its run has ended."
     elif job.status is JobStatus.PAUSED:

@@ -22,8 +22,10 @@ from duetime import _json
 from duetime._config import Settings
 from duetime._redact import has_redacted, keep_redacted, refuse_redacted
 from duetime._types import (
+    CalendarInterval,
     DeliveryMode,
     Job,
+    JobStatus,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -33,8 +35,16 @@ from duetime._types import (
     job_hash_seed,
 )
 from duetime.errors import Conflict, NotFound, ValidationError
+from duetime.policies import retry_rules
 from duetime.policies.status import status_after_schedule_change
-from duetime.schedules import first_fire, validate_schedule
+from duetime.scheduler.bounds import Bounds, bounded_first, is_bounded, validated_bounds
+from duetime.schedules import (
+    first_fire,
+    first_fire_after_change,
+    next_fire_after,
+    parse_every,
+    validate_schedule,
+)
 from duetime.store.base import BulkJob, JobRef, JobUpsertParams, Store, StoreTx
 from duetime.targets.http import HTTP_TASK, validate_target
 
@@ -79,7 +89,9 @@ class JobSpec:
     target: dict[str, Any] | None = None
     cron: str | None = None
     at: datetime | timedelta | None = None
-    every: timedelta | float | None = None
+    every: timedelta | float | str | CalendarInterval | None = None
+    """A fixed duration (``timedelta``, seconds, ``"90 seconds"``, ``"2 hours"``, ``"PT15M"``,
+    ``"90s"``) or calendar units in ``tz`` (``"1 day"``, ``"2 weeks"``, ``"1 month"``)."""
     now: bool = False
     tz: str = "UTC"
     anchor: datetime | None = None
@@ -98,6 +110,12 @@ class JobSpec:
     """Runs at once for ``allow`` (default unlimited, 0); the others run one at a time."""
     concurrency_key: str | None = None
     max_backfill: int = 100
+    replace_timeout: float | timedelta = 30.0
+    """With overlap ``replace``: seconds a replaced run gets to stop before its successor
+    starts anyway."""
+    max_waiting: int = 0
+    """Runs that may wait for the overlap key while it is busy (0 = no limit); a newer run due
+    at the cap is skipped ``queue_full``."""
     sla: float | timedelta | None = None
     """Seconds after each scheduled instant within which a run must succeed (alerts)."""
     expected_duration: float | timedelta | None = None
@@ -107,6 +125,12 @@ class JobSpec:
     occurrence); its ``scheduled_for`` stays the instant."""
     allow_past: bool = False
     """Accept an ``at`` further in the past than the misfire grace (it is due at once)."""
+    start_at: datetime | None = None
+    """Recurring schedules only: no occurrence before this instant fires."""
+    end_at: datetime | None = None
+    """Recurring schedules only: no occurrence after this instant fires; then it completes."""
+    max_runs: int | None = None
+    """Recurring schedules only: at most this many scheduled runs; then it completes."""
 
 
 def partition_of(job_id: uuid.UUID) -> int:
@@ -151,6 +175,10 @@ def _schedule(spec: JobSpec, now: datetime) -> Schedule:
             raise ValidationError("at", "must be a datetime with a time zone, or a timedelta")
         return Schedule(ScheduleKind.AT, at=at, tz=spec.tz)
     every = spec.every
+    if isinstance(every, str):
+        every = parse_every(every)
+    if isinstance(every, CalendarInterval):
+        return Schedule(ScheduleKind.EVERY, every_calendar=every, anchor=spec.anchor, tz=spec.tz)
     if isinstance(every, int | float) and not isinstance(every, bool):
         try:
             every = timedelta(seconds=every)  # NaN: ValueError; too large: OverflowError
@@ -160,19 +188,32 @@ def _schedule(spec: JobSpec, now: datetime) -> Schedule:
                 f"must be a finite number of seconds (within ±999999999 days), got {every!r}",
             ) from None
     if not isinstance(every, timedelta):
-        raise ValidationError("every", "must be a timedelta or a number of seconds")
+        raise ValidationError(
+            "every", "must be a timedelta, a number of seconds or text such as '1 day'"
+        )
     return Schedule(ScheduleKind.EVERY, every=every, anchor=spec.anchor, tz=spec.tz)
 
 
 def equivalent_schedules(requested: Schedule, stored: Schedule) -> bool:
     """Is a stored schedule the same as ``requested`` (so re-declaring a job keeps its next
     fire instant)? ``now`` jobs are equal to any ``now`` job; an ``every`` job with no explicit
-    anchor is equal to any stored one of the same interval."""
+    anchor is equal to any stored one of the same interval (the same duration, or the same
+    calendar interval however written: ``7 days`` is ``1 week``) in the same zone, whatever its
+    anchor."""
     if requested.kind is ScheduleKind.NOW:
         return stored.kind is ScheduleKind.NOW
+    requested, stored = _normal_interval(requested), _normal_interval(stored)
     if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
-        return stored.kind is ScheduleKind.EVERY and stored.every == requested.every
+        return replace(stored, anchor=None) == requested
     return stored == requested
+
+
+def _normal_interval(schedule: Schedule) -> Schedule:
+    """``schedule`` with its calendar interval in days rather than weeks, for comparing."""
+    every = schedule.every_calendar
+    if every is None or every.normalized == every:
+        return schedule
+    return replace(schedule, every_calendar=every.normalized)
 
 
 async def upsert_job(store: Store, params: JobUpsertParams) -> tuple[Job, bool]:
@@ -202,6 +243,14 @@ async def upsert_in(tx: StoreTx, params: JobUpsertParams) -> tuple[Job, bool]:
     scheduled runs are skipped (``schedule_changed``)."""
     created = await tx.job_insert(params)
     if created is not None:
+        if params.next_fire_at is None and is_bounded(created):  # nothing left in its bounds
+            created = await tx.job_update(
+                params,
+                created,
+                schedule=created.schedule,
+                next_fire_at=None,
+                status=JobStatus.COMPLETED,
+            )
         return created, True
     if params.create_only:
         raise Conflict(f"a job named {params.name!r} already exists")
@@ -216,22 +265,142 @@ async def replace_in(tx: StoreTx, params: JobUpsertParams, old: Job) -> Job:
     an equivalent schedule (:func:`equivalent_schedules`), or a one-shot declared with the same
     delay (:func:`same_declaration`) — keeps the stored schedule, next fire instant and status,
     so a one-shot that already fired does not fire again. A changed one, or any with
-    ``params.rearm``, replaces them (a completed job is active again) and its not-yet-started
-    scheduled runs are skipped (``schedule_changed``)."""
-    unchanged = same_declaration(params, old) or equivalent_schedules(
-        params.requested or params.schedule, old.schedule
+    ``params.rearm``, replaces them (a completed job is active again), its not-yet-started
+    scheduled runs are skipped (``schedule_changed``), and it takes effect from its next
+    occurrence (:func:`changed_schedule`); its runs not yet due are withdrawn (deleted), so
+    the new schedule may fire at their instants."""
+    requested = declared_schedule(params, old)
+    replaced = params.rearm or not (
+        same_declaration(params, old) or equivalent_schedules(requested, old.schedule)
     )
-    if unchanged and not params.rearm:
+    if not replaced:
         schedule, next_fire_at, status = old.schedule, old.next_fire_at, old.status
     else:
-        schedule, next_fire_at = params.schedule, params.next_fire_at
         status = status_after_schedule_change(old.status)
         await tx.runs_end_pending(
-            old.id, RunState.SKIPPED, "schedule_changed", include_manual=False
+            old.id,
+            RunState.SKIPPED,
+            "schedule_changed",
+            include_manual=False,
+            after=params.declared_at,  # the instant the new schedule's first one is after
         )
+        schedule, next_fire_at = await changed_schedule(tx, params, old, requested)
+    next_fire_at, status = await bounded_state(
+        tx, params, old, schedule, next_fire_at, status, replaced=replaced
+    )
     return await tx.job_update(
         params, old, schedule=schedule, next_fire_at=next_fire_at, status=status
     )
+
+
+def anchored_at_start(job: Job) -> bool:
+    """Whether ``job`` is an ``every`` counting from its ``start_at`` (its anchor is that
+    instant: one declared without an anchor, or with that one), so the anchor follows a
+    changed ``start_at`` (docs/api.md "Bounds")."""
+    return (
+        job.schedule.kind is ScheduleKind.EVERY
+        and job.start_at is not None
+        and job.schedule.anchor == job.start_at
+    )
+
+
+def declared_schedule(params: JobUpsertParams, old: Job) -> Schedule:
+    """The schedule ``params`` declare for the stored job ``old``, with the anchor an
+    ``every`` declared without one counts from where the declaration decides it: its
+    ``start_at`` when set; the instant of the declaration when ``old`` counted from a
+    ``start_at`` that is now removed. Otherwise an ``every``'s anchor stays unset (an
+    equivalent one keeps the stored anchor; :func:`changed_schedule`)."""
+    requested = params.requested or params.schedule
+    if requested.kind is not ScheduleKind.EVERY or requested.anchor is not None:
+        return requested
+    if params.start_at is not None:
+        return replace(requested, anchor=params.start_at)
+    if anchored_at_start(old) and params.declared_at is not None:
+        return replace(requested, anchor=params.declared_at)
+    return requested
+
+
+async def bounded_state(
+    tx: StoreTx,
+    params: JobUpsertParams,
+    old: Job,
+    schedule: Schedule,
+    next_fire_at: datetime | None,
+    status: JobStatus,
+    *,
+    replaced: bool,
+) -> tuple[datetime | None, JobStatus]:
+    """The next fire instant and status of the recurring job ``old`` rewritten with
+    ``params``' bounds (docs/decisions/0019-schedule-bounds.md). New ``start_at``/``end_at``
+    skip its not-yet-started runs outside them (``out_of_bounds``). An active job with no
+    occurrence left within its bounds is ``completed``; a completed one whose bounds (or
+    schedule) were changed so that one is left again is active, from its next occurrence
+    after now (the ones in between were never due, like a resumed job's). A paused or
+    cancelled job keeps its status (resuming applies the bounds). ``replaced``: the schedule
+    was replaced (its runs not yet due withdrawn, their count given back)."""
+    if schedule.one_shot or status in (JobStatus.PAUSED, JobStatus.CANCELLED):
+        return next_fire_at, status
+    bounds = (params.start_at, params.end_at, params.max_runs)
+    if bounds == (old.start_at, old.end_at, old.max_runs) and not replaced:
+        return next_fire_at, status  # declared again unchanged
+    runs_left = await _runs_left(tx, params, old, replaced)
+    candidate = next_fire_at
+    earlier_start = old.start_at is not None and (
+        params.start_at is None or params.start_at < old.start_at
+    )  # (a later one moves the candidate up by itself)
+    if status is JobStatus.COMPLETED or earlier_start:
+        candidate = next_fire_after(schedule, params.declared_at or await tx.now())
+    candidate = Bounds(params.start_at, params.end_at, runs_left).next_occurrence(
+        schedule, candidate
+    )
+    if candidate is None:
+        return None, JobStatus.COMPLETED
+    return candidate, JobStatus.ACTIVE
+
+
+async def _runs_left(
+    tx: StoreTx, params: JobUpsertParams, old: Job, schedule_changed: bool
+) -> int | None:
+    """The runs ``params.max_runs`` leaves ``old`` (None: no limit), once its not-yet-started
+    runs outside a new ``start_at``/``end_at`` are withdrawn or skipped (``out_of_bounds``).
+    Runs withdrawn so, or by a schedule change, gave their count back: the count is read
+    again then."""
+    counted = old.runs_created if old.max_runs is not None else 0
+    withdrawn = schedule_changed
+    if (params.start_at, params.end_at) != (old.start_at, old.end_at):
+        ended = await tx.runs_end_outside(
+            old.id, params.start_at, params.end_at, after=params.declared_at
+        )
+        withdrawn = withdrawn or ended > 0
+    if withdrawn and counted:
+        fresh = await tx.job_lock(JobRef(tenant=old.tenant, id=old.id))
+        counted = old.runs_created if fresh is None else fresh.runs_created
+    return None if params.max_runs is None else params.max_runs - counted
+
+
+async def changed_schedule(
+    tx: StoreTx, params: JobUpsertParams, old: Job, requested: Schedule | None = None
+) -> tuple[Schedule, datetime | None]:
+    """The schedule and first instant of ``old`` changed to ``params``' schedule (its
+    not-yet-started runs already ended). A one-shot keeps what registration computed (its
+    instant, due at once if past). A recurring one never fires at the instant of the change:
+    an ``every`` takes the anchor of ``requested`` (:func:`declared_schedule`: the one given,
+    else ``start_at``; default ``params``' schedule), else keeps the stored job's anchor when
+    that was an ``every`` too (else it counts from the change), and the first instant is the
+    first occurrence strictly after the change and after the job's latest fired occurrence
+    (:func:`~duetime.schedules.first_fire_after_change`)."""
+    schedule = params.schedule
+    if schedule.one_shot:
+        return schedule, params.next_fire_at
+    requested = requested or params.requested or schedule
+    now = params.declared_at or await tx.now()
+    if schedule.kind is ScheduleKind.EVERY and requested.anchor is not None:
+        schedule = replace(schedule, anchor=requested.anchor)
+    elif schedule.kind is ScheduleKind.EVERY:
+        kept = old.schedule.anchor if old.schedule.kind is ScheduleKind.EVERY else None
+        schedule = replace(schedule, anchor=kept or now)
+    last_fired = await tx.job_last_occurrence(old.id)
+    return schedule, first_fire_after_change(schedule, now, last_fired)
 
 
 def check_delivery(params: JobUpsertParams, dialect: str) -> None:
@@ -254,6 +423,11 @@ class RetryChanges(TypedDict, total=False):
     backoff_base: float
     backoff_factor: float
     backoff_cap: float
+    within: float | timedelta | None
+    permanent_on: Sequence[str | type[BaseException]]
+    retry_on: Sequence[str | type[BaseException]]
+    permanent_on_status: Sequence[int]
+    retry_on_status: Sequence[int]
 
 
 class JobChanges(TypedDict, total=False):
@@ -273,7 +447,7 @@ class JobChanges(TypedDict, total=False):
     target: dict[str, Any] | None
     cron: str | None
     at: datetime | timedelta | None
-    every: timedelta | float | None
+    every: timedelta | float | str | CalendarInterval | None
     now: bool
     tz: str
     anchor: datetime | None
@@ -291,9 +465,14 @@ class JobChanges(TypedDict, total=False):
     max_concurrency: int | None
     concurrency_key: str | None
     max_backfill: int
+    replace_timeout: float | timedelta
+    max_waiting: int
     sla: float | timedelta | None
     expected_duration: float | timedelta | None
     jitter: float | timedelta
+    start_at: datetime | None
+    end_at: datetime | None
+    max_runs: int | None
 
 
 SCHEDULE_CHANGES = frozenset({"cron", "at", "every", "now"})
@@ -311,7 +490,7 @@ def spec_of(job: Job) -> JobSpec:
         target=job.target,
         cron=s.cron if s.kind is ScheduleKind.CRON else None,
         at=s.at if s.kind is ScheduleKind.AT else None,
-        every=s.every if s.kind is ScheduleKind.EVERY else None,
+        every=(s.every_calendar or s.every) if s.kind is ScheduleKind.EVERY else None,
         now=s.kind is ScheduleKind.NOW,
         tz=s.tz,
         anchor=s.anchor if s.kind is ScheduleKind.EVERY else None,
@@ -329,10 +508,15 @@ def spec_of(job: Job) -> JobSpec:
         max_concurrency=job.max_concurrency,
         concurrency_key=job.concurrency_key,
         max_backfill=job.max_backfill,
+        replace_timeout=job.replace_timeout,
+        max_waiting=job.max_waiting,
         sla=job.sla,
         expected_duration=job.expected_duration,
         jitter=job.jitter,
         allow_past=True,  # accepted when it was declared
+        start_at=job.start_at,
+        end_at=job.end_at,
+        max_runs=job.max_runs,
     )
 
 
@@ -344,16 +528,23 @@ def changed_spec(job: Job, changes: JobChanges) -> JobSpec:
     if unknown:
         raise ValidationError(unknown[0], "cannot be changed by an update")
     spec = spec_of(job)
+    # an every's anchor other than its start_at was given (or is the one it counted from
+    # before it had a start_at): it stays; one equal to start_at follows it
+    kept_anchor = spec.anchor if job.start_at is not None and not anchored_at_start(job) else None
     if SCHEDULE_CHANGES & values.keys():
         spec = replace(
-            spec, cron=None, at=None, every=None, now=False, anchor=None, allow_past=False
+            spec, cron=None, at=None, every=None, now=False, anchor=kept_anchor, allow_past=False
         )
+    elif "start_at" in values and "anchor" not in values and anchored_at_start(job):
+        spec = replace(spec, anchor=None)  # it counted from start_at: it follows it
     if "task" in values and "target" not in values:
         values["target"] = None
     if "target" in values and "task" not in values:
         values["task"] = None
     if "overlap" in values and "max_concurrency" not in values:
         values["max_concurrency"] = None
+    if "overlap" in values and "max_waiting" not in values and not _queues(values):
+        values["max_waiting"] = 0  # only serialize, and allow with a limit, queue
     if "retry" in values:
         values["retry"] = _merged_retry(job.retry, values["retry"])
     if "tags" in values:
@@ -361,6 +552,15 @@ def changed_spec(job: Job, changes: JobChanges) -> JobSpec:
     if "metadata" in values:
         values["metadata"] = {} if values["metadata"] is None else values["metadata"]
     return replace(spec, **values)
+
+
+def _queues(values: dict[str, Any]) -> bool:
+    """Whether the overlap an update sets makes runs wait: ``serialize``, or ``allow`` with a
+    ``max_concurrency`` (only those can have a ``max_waiting``)."""
+    policy = str(values["overlap"])
+    return policy == OverlapPolicy.SERIALIZE or (
+        policy == OverlapPolicy.ALLOW and bool(values.get("max_concurrency"))
+    )
 
 
 def _merged_retry(current: RetryPolicy, change: object) -> object:
@@ -435,7 +635,15 @@ def _retry(retry: RetryPolicy | None, settings: Settings) -> RetryPolicy:
         raise ValidationError(
             "retry.backoff", "base and cap must be finite numbers >= 0 and factor one >= 1"
         )
-    return RetryPolicy(int(attempts), base, factor, cap)
+    return retry_rules.validated(
+        replace(
+            policy,
+            max_attempts=int(attempts),
+            backoff_base=base,
+            backoff_factor=factor,
+            backoff_cap=cap,
+        )
+    )
 
 
 def _finite(value: object) -> float | None:
@@ -450,7 +658,16 @@ def _retry_types(retry: object) -> tuple[type, ...] | None:
     """The types of a retry policy's values (its equality does not tell ``True`` from ``1``)."""
     if not isinstance(retry, RetryPolicy):
         return None
-    values = (retry.max_attempts, retry.backoff_base, retry.backoff_factor, retry.backoff_cap)
+    statuses = (retry.permanent_on_status, retry.retry_on_status)
+    codes = [code for listed in statuses if isinstance(listed, tuple) for code in listed]
+    values = (
+        retry.max_attempts,
+        retry.backoff_base,
+        retry.backoff_factor,
+        retry.backoff_cap,
+        retry.within,
+        *codes,  # a tuple's equality does not tell True from 1 either
+    )
     return tuple(map(type, values))
 
 
@@ -510,6 +727,7 @@ def build_upsert(
     _metadata(spec.metadata, settings)
     requested, resolved, next_fire_at = _job_schedule(spec, tenant, now, cron_times)
     _check_past(spec, requested, now, shared["misfire_grace"])
+    resolved, next_fire_at = bounded_first(requested, resolved, next_fire_at, shared, now)
     job_id = new_job_id()
     return JobUpsertParams(
         tenant=tenant,
@@ -524,6 +742,7 @@ def build_upsert(
         create_only=create_only,
         declared_delay=spec.at if isinstance(spec.at, timedelta) else None,
         rearm=rearm,
+        declared_at=now,
         **shared,
     )
 
@@ -531,7 +750,8 @@ def build_upsert(
 SHARED_SPEC_FIELDS = (
     "task", "target", "priority", "retry", "timeout", "misfire", "misfire_grace", "overlap",
     "delivery", "queue", "tags", "max_concurrency", "concurrency_key", "max_backfill", "sla",
-    "expected_duration", "jitter",
+    "expected_duration", "jitter", "replace_timeout", "max_waiting", "start_at", "end_at",
+    "max_runs",
 )  # fmt: skip
 """The spec fields :func:`_shared_fields` reads: the part of a job many jobs of a bulk
 registration have in common (everything but name, schedule, payload and metadata)."""
@@ -590,6 +810,7 @@ def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
         "sla": _seconds_or_none(spec.sla, "sla"),
         "expected_duration": _seconds_or_none(spec.expected_duration, "expected_duration"),
         "jitter": _jitter(spec.jitter),
+        **validated_bounds(spec.start_at, spec.end_at, spec.max_runs),
         **_overlap_fields(spec),
     }
 
@@ -621,7 +842,7 @@ def _job_schedule(
     validate_schedule(requested, now)
     resolved = requested
     if requested.kind is ScheduleKind.EVERY and requested.anchor is None:
-        resolved = Schedule(ScheduleKind.EVERY, every=requested.every, anchor=now, tz=requested.tz)
+        resolved = replace(requested, anchor=now)
     next_fire_at = first_fire(resolved, now)
     if cron_times is not None and cacheable and requested.hash_seed is None:
         if len(cron_times) >= CRON_TIMES_MAX:
@@ -680,6 +901,21 @@ class _JobIds:
         return job_id, partition_of(job_id)
 
 
+def _bulk_bounded(
+    requested: Schedule,
+    resolved: Schedule,
+    first: datetime | None,
+    shape: JobUpsertParams,
+    now: datetime,
+) -> tuple[Schedule, datetime | None]:
+    """:func:`~duetime.scheduler.bounds.bounded_first` for a job of a bulk shape. Bulk rows are
+    created active: a job with no occurrence left in its bounds keeps its first unbounded
+    instant, and the scheduler completes it when that instant comes."""
+    bounds = {"start_at": shape.start_at, "end_at": shape.end_at, "max_runs": shape.max_runs}
+    schedule, bounded = bounded_first(requested, resolved, first, bounds, now)
+    return schedule, bounded if bounded is not None else first_fire(schedule, now)
+
+
 class BulkValidator:
     """Validates the specs of one bulk registration (:meth:`AsyncApp.schedule_many`) into
     :class:`BulkJob` rows, as :func:`build_upsert` would.
@@ -721,12 +957,13 @@ class BulkValidator:
             spec, self.tenant, self.now, self._cron_times
         )
         _check_past(spec, requested, self.now, shape.misfire_grace)
+        resolved, next_fire_at = _bulk_bounded(requested, resolved, next_fire_at, shape, self.now)
         job_id, partition = self._ids.next()
         name = spec.name
         return BulkJob(shape, job_id, name, payload, metadata, resolved, next_fire_at, partition)
 
     def _whole(self, spec: JobSpec) -> JobUpsertParams:
-        return build_upsert(
+        params = build_upsert(
             spec,
             tenant=self.tenant,
             settings=self.settings,
@@ -734,6 +971,9 @@ class BulkValidator:
             create_only=True,
             cron_times=self._cron_times,
         )
+        if params.next_fire_at is None and not params.schedule.one_shot:  # past its bounds
+            params = replace(params, next_fire_at=first_fire(params.schedule, self.now))
+        return params  # (bulk rows are created active: see _bulk_bounded)
 
 
 def _seconds_or_none(value: object, field_name: str) -> float | None:
@@ -770,7 +1010,48 @@ def _overlap_fields(spec: JobSpec) -> dict[str, Any]:
     backfill = spec.max_backfill
     if isinstance(backfill, bool) or not isinstance(backfill, int) or not 1 <= backfill <= 10_000:
         raise ValidationError("max_backfill", "must be a whole number from 1 to 10000")
-    return {"max_concurrency": limit, "concurrency_key": key, "max_backfill": backfill}
+    return {
+        "max_concurrency": limit,
+        "concurrency_key": key,
+        "max_backfill": backfill,
+        **_waiting_fields(spec, policy, limit),
+    }
+
+
+REPLACE_TIMEOUT_MIN = 0.1
+"""Seconds: the least ``replace_timeout`` — a replaced run's worker must be able to hear the
+request and its handler to see ``ctx.cancelled`` (decision 0016)."""
+
+
+def _waiting_fields(spec: JobSpec, policy: OverlapPolicy, limit: int) -> dict[str, Any]:
+    """``replace_timeout`` (0.1 s to a day) and ``max_waiting`` (0-10000; only where runs wait
+    for their key: ``serialize``, or ``allow`` with a limit — ``limit`` is max_concurrency,
+    0 for none)."""
+    timeout = spec.replace_timeout
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not REPLACE_TIMEOUT_MIN <= timeout <= 86400
+    ):
+        raise ValidationError(
+            "replace_timeout", "must be a number of seconds from 0.1 to 86400 (1 day)"
+        )
+    waiting = spec.max_waiting
+    if isinstance(waiting, bool) or not isinstance(waiting, int) or not 0 <= waiting <= 10_000:
+        raise ValidationError("max_waiting", "must be a whole number from 0 (no limit) to 10000")
+    if waiting and policy not in (OverlapPolicy.SERIALIZE, OverlapPolicy.ALLOW):
+        raise ValidationError(
+            "max_waiting",
+            f"only runs of overlap 'serialize' or 'allow' wait for their key (overlap is {policy})",
+        )
+    if waiting and policy is OverlapPolicy.ALLOW and not limit:
+        raise ValidationError(
+            "max_waiting",
+            "with overlap 'allow', runs wait only at max_concurrency: set max_concurrency too",
+        )
+    return {"replace_timeout": float(timeout), "max_waiting": waiting}
 
 
 def request_hash(payload: Any, priority: int | None) -> str:

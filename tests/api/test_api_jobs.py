@@ -54,6 +54,7 @@ def test_create_returns_the_full_job(server: ServerProcess, keys: Keys) -> None:
         "tz": "Europe/Paris",
         "at": None,
         "every_seconds": None,
+        "every_calendar": None,
         "anchor": None,
     }
     next_fire = datetime.fromisoformat(job["next_fire_at"])
@@ -64,6 +65,11 @@ def test_create_returns_the_full_job(server: ServerProcess, keys: Keys) -> None:
         "backoff_base": 2.0,
         "backoff_factor": 2.0,
         "backoff_cap": 600.0,
+        "within": None,
+        "permanent_on": [],
+        "retry_on": [],
+        "permanent_on_status": [],
+        "retry_on_status": [],
     }
     assert (job["priority"], job["timeout"], job["misfire"], job["misfire_grace"]) == (
         7,

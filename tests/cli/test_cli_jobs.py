@@ -17,7 +17,7 @@ INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
 JOB_KEYS = {f.name for f in dataclasses.fields(Job)} - {"created"}
 """Every field of the Job value type but ``created`` (what one call did, not the job's state):
 the JSON output mirrors it."""
-SCHEDULE_KEYS = {"kind", "cron", "tz", "at", "every_seconds", "anchor"}
+SCHEDULE_KEYS = {"kind", "cron", "tz", "at", "every_seconds", "every_calendar", "anchor"}
 
 
 def add(invoke: Invoke, name: str, *args: str) -> dict:
@@ -57,6 +57,7 @@ def test_add_cron_prints_the_job_as_json(invoke: Invoke) -> None:
         "tz": "America/New_York",
         "at": None,
         "every_seconds": None,
+        "every_calendar": None,
         "anchor": None,
     }
     assert instant(job["next_fire_at"]) > datetime.now(UTC)
@@ -65,6 +66,11 @@ def test_add_cron_prints_the_job_as_json(invoke: Invoke) -> None:
         "backoff_base": 1.0,
         "backoff_factor": 2.0,
         "backoff_cap": 600.0,
+        "within": None,
+        "permanent_on": [],
+        "retry_on": [],
+        "permanent_on_status": [],
+        "retry_on_status": [],
     }
 
 
@@ -180,7 +186,7 @@ def test_add_unregistered_task_needs_the_flag(invoke: Invoke) -> None:
         (["--every", "0.5"], ["every", "at least 1 second"]),
         (["--every", "often"], ["--every", "duration"]),
         (["--now", "--misfire", "sometimes"], ["misfire", "sometimes"]),
-        (["--now", "--max-attempts", "0"], ["max_attempts"]),
+        (["--now", "--max-attempts", "0"], ["--max-attempts"]),
         (["--now", "--timeout", "-1"], ["timeout"]),
     ],
 )

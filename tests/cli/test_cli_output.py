@@ -45,6 +45,11 @@ def test_plain_values() -> None:
         "backoff_base": 1.0,
         "backoff_factor": 2.0,
         "backoff_cap": 600.0,
+        "within": None,
+        "permanent_on": [],
+        "retry_on": [],
+        "permanent_on_status": [],
+        "retry_on_status": [],
     }
     with pytest.raises(TypeError, match="object"):
         to_jsonable(object())
@@ -61,6 +66,7 @@ def test_plain_values() -> None:
                 "tz": "Europe/Paris",
                 "at": None,
                 "every_seconds": None,
+                "every_calendar": None,
                 "anchor": None,
             },
         ),
@@ -72,6 +78,7 @@ def test_plain_values() -> None:
                 "tz": "UTC",
                 "at": "2026-03-08T07:00:00Z",
                 "every_seconds": None,
+                "every_calendar": None,
                 "anchor": None,
             },
         ),
@@ -83,6 +90,7 @@ def test_plain_values() -> None:
                 "tz": "UTC",
                 "at": None,
                 "every_seconds": 90.0,
+                "every_calendar": None,
                 "anchor": "2026-03-08T07:00:00Z",
             },
         ),

@@ -7,9 +7,7 @@ Screenshots of each page go to ``artifacts/screenshots/`` (not committed)."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -27,26 +25,10 @@ from tests.api.apikit import (
     ok,
     start,
 )
-from tests.conftest import in_ci
+from tests.e2e.browserkit import SHOTS, Tab
 from tests.waiting import eventually_sync
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-if not os.path.exists(CHROMIUM):
-    if in_ci():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -123,49 +105,6 @@ async def _fail_with_markup(app: AsyncApp) -> None:
     finally:
         stop.set()
         await serving
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-class Tab:
-    """One page with its console errors collected."""
-
-    def __init__(self, browser: Any, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1300, "height": 900})
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.url = url
-
-    def login(self, key: str, expect: str) -> None:
-        self.page.goto(self.url + "/")
-        self.page.wait_for_selector("#view[data-loaded]")
-        self.page.fill("#key-input", key)
-        self.page.press("#key-input", "Enter")
-        self.page.wait_for_selector(f"#whoami:has-text('{expect}')")
-
-    def open(self, hash_: str) -> None:
-        self.page.goto(f"{self.url}/{hash_}")
-        self.loaded(hash_)
-
-    def loaded(self, hash_: str) -> None:
-        self.page.wait_for_selector(f"#view[data-loaded='{hash_}']")
-
-    def shot(self, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-
-    def close(self) -> None:
-        self.context.close()
 
 
 def test_operator_finds_pauses_triggers_and_replays(

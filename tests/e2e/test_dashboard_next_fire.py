@@ -5,10 +5,8 @@ not the scheduler's ``next_fire_at`` past the runs it wrote ahead."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,24 +15,9 @@ from duetime.app import AsyncApp
 from duetime.scheduler.materializer import materialize
 from duetime.scheduler.planner import plan_job
 from tests.api.apikit import Keys, ServerProcess, make_keys, start
-from tests.conftest import in_ci
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+from tests.e2e.browserkit import Tab, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-if not os.path.exists(CHROMIUM):
-    if in_ci():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-def shown(at: datetime) -> str:
-    """An instant as the dashboard shows it (fmtInstant: to the second, ``Z``)."""
-    return at.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 async def written_ahead(db: str) -> tuple[datetime, datetime]:
@@ -47,9 +30,13 @@ async def written_ahead(db: str) -> tuple[datetime, datetime]:
     return job.next_fire_at, job.next_fire_at + timedelta(minutes=5)
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[tuple[ServerProcess, Keys, datetime, datetime]]:
+# module-scoped, listed before the browser: set up before Playwright runs its event loop
+@pytest.fixture(scope="module")
+def site(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ServerProcess, Keys, datetime, datetime]]:
     """A server on a database with the job written ahead (set up before Playwright's loop)."""
+    tmp_path = tmp_path_factory.mktemp("dashboard")
     db = str(tmp_path / "dashboard.db")
     keys = make_keys(db)
     first, cursor = asyncio.run(written_ahead(db))
@@ -60,32 +47,15 @@ def site(tmp_path: Path) -> Iterator[tuple[ServerProcess, Keys, datetime, dateti
         server.stop()
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def test_the_jobs_list_and_job_page_show_the_earliest_occurrence(
     site: tuple[ServerProcess, Keys, datetime, datetime], browser: Any
 ) -> None:
     server, keys, first, cursor = site
-    context = browser.new_context()
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    tab = Tab(browser, server.url)
+    page = tab.page
     try:
-        page.goto(server.url + "/")
-        page.wait_for_selector("#view[data-loaded]")
-        page.fill("#key-input", keys.acme_viewer)
-        page.press("#key-input", "Enter")
-        page.wait_for_selector("#whoami:has-text('acme')")
-        page.goto(server.url + "/#/jobs?q=ticker")
-        page.wait_for_selector("#view[data-loaded='#/jobs?q=ticker']")
+        tab.login(keys.acme_viewer, "acme · viewer")
+        tab.open("#/jobs?q=ticker")
         # the job's own row (the overview's tables may still be on the page a moment)
         row = page.locator("tbody tr", has_text="ticker").first
         row.wait_for()
@@ -96,6 +66,6 @@ def test_the_jobs_list_and_job_page_show_the_earliest_occurrence(
         page.wait_for_selector("h1:has-text('Job ticker')")
         fields = page.inner_text("main")
         assert f"next fire\t{shown(first)}" in fields or f"next fire\n{shown(first)}" in fields
-        assert errors == []
+        assert tab.errors == []
     finally:
-        context.close()
+        tab.close()

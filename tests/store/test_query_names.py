@@ -14,6 +14,8 @@ ONLY_POSTGRES = {
     "locks, its one claim statement serves",
     "db_now": "SQLite's clock is the host's (_now reads it, no statement)",
     "notify_runs": "NOTIFY: SQLite has none; its _notify sets this process's event",
+    "runs_cancels_notify": "NOTIFY of runs asked to stop: SQLite tells this process's "
+    "CancelNews directly (store/cancel_news.py)",
     "overlap_keys_lock": "advisory locks per overlap key and tenant; SQLite's BEGIN IMMEDIATE "
     "already holds the whole database",
     "jobs_bulk_copy": "bulk COPY (docs/decisions/0007); SQLite uses one executemany of "

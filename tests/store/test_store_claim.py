@@ -210,8 +210,8 @@ async def test_run_start_refused_after_the_run_ended(store: Store, t0: datetime)
 async def test_run_start_refused_when_job_paused(store: Store, t0: datetime) -> None:
     run = await scheduled_run(store, t0 + s(1), "j")
     claimed = await claim_one(store, t0, lookahead=1)
-    job = await store.job_set_status(
-        JobSetStatusParams(JobRef(run.tenant, id=run.job_id), JobStatus.PAUSED, now=t0 + s(0.5))
+    job = await store.job_set_status(  # at its instant (before it, the run is withdrawn)
+        JobSetStatusParams(JobRef(run.tenant, id=run.job_id), JobStatus.PAUSED, now=t0 + s(1))
     )
     assert job.status is JobStatus.PAUSED
     assert not await store.run_start(RunStartParams(run.id, claimed.run.token, now=t0 + s(1)))

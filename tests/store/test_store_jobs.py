@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -178,21 +179,16 @@ async def test_reupsert_with_changed_schedule_replaces_it_and_skips_pending_runs
     assert ahead.run.started_at is None
 
     new_schedule = every_schedule(t0 + s(60), 5)
-    updated, created = await upsert(
-        store, job_params("j", next_fire_at=t0 + s(60), schedule=new_schedule)
-    )
+    params = job_params("j", next_fire_at=t0 + s(60), schedule=new_schedule)
+    updated, created = await upsert(store, replace(params, declared_at=t0 + s(0.5)))
 
     assert created is False
     assert updated.id == job.id
     assert updated.schedule == new_schedule
     assert updated.next_fire_at == t0 + s(60)
+    # the runs not yet due, the one claimed ahead too, are withdrawn: deleted (decision 0019)
     runs = {r.scheduled_for: r for r in await list_runs(store, job_id=job.id)}
-    assert len(runs) == 3
-    pending = runs[t0 + s(2)]
-    assert (pending.state, pending.reason) == (RunState.SKIPPED, "schedule_changed")
-    skipped_ahead = runs[t0 + s(1)]
-    assert (skipped_ahead.state, skipped_ahead.reason) == (RunState.SKIPPED, "schedule_changed")
-    assert skipped_ahead.token > ahead.run.token
+    assert list(runs) == [t0]
     assert not await store.run_start(RunStartParams(ahead.run.id, ahead.run.token, now=t0 + s(1)))
     # a run that already started is not "pending": it goes on
     still = runs[t0]
@@ -352,19 +348,20 @@ async def _set(store: Store, job, status: JobStatus, now: datetime, **kwargs):
 
 
 async def test_pause_skips_scheduled_and_claimed_ahead_runs(store: Store, t0: datetime) -> None:
+    """Paused at t0+1.5 s: the run claimed ahead for t0+1 s (its instant passed, not started)
+    is skipped and fenced; those not yet due (t0+2 s, t0+3 s) are withdrawn: deleted."""
     job = await make_job(store, "j", next_fire_at=t0)
     await materialize(store, t0, planner=fill_planner(1), horizon=3)  # t0 .. t0+3
     started = await claim_one(store, t0, limit=1)
     ahead = await claim_one(store, t0, limit=1, lookahead=1)
     assert ahead.run.started_at is None
 
-    paused = await _set(store, job, JobStatus.PAUSED, t0 + s(0.5))
+    paused = await _set(store, job, JobStatus.PAUSED, t0 + s(1.5))
 
     assert paused.status is JobStatus.PAUSED
     assert (await get_job(store, job.id)).status is JobStatus.PAUSED
     runs = {r.scheduled_for: r for r in await list_runs(store, job_id=job.id)}
-    for at in (t0 + s(2), t0 + s(3)):
-        assert (runs[at].state, runs[at].reason) == (RunState.SKIPPED, "paused")
+    assert sorted(runs) == [t0, t0 + s(1)]
     fenced = runs[t0 + s(1)]
     assert (fenced.state, fenced.reason) == (RunState.SKIPPED, "paused")
     assert fenced.token > ahead.run.token

@@ -83,7 +83,9 @@ async def test_allow_runs_up_to_max_concurrency(store: Store, t0: datetime) -> N
 async def test_replace_cancels_the_running_run_and_fences_it(store: Store, t0: datetime) -> None:
     job = await job_with_runs(store, t0, "j", 2, overlap_policy=OverlapPolicy.REPLACE)
     (old,) = await claim(store, t0)
-    (new,) = await claim(store, t0 + s(1))
+    # the old run is asked to stop; its successor waits up to replace_timeout (decision 0016)
+    assert await claim(store, t0 + s(1)) == []
+    (new,) = await claim(store, t0 + s(32))
     assert new.run.scheduled_for == t0 + s(1)
     replaced = await get_run(store, old.run.id)
     assert replaced.state is RunState.CANCELLED

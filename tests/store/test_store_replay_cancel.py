@@ -209,12 +209,12 @@ async def test_cancel_of_a_finished_run_conflicts(
 
 async def test_cancel_of_a_skipped_run_conflicts(store: Store, t0: datetime) -> None:
     run = await scheduled_run(store, t0 + s(5), "j")
-    await store.job_set_status(
-        JobSetStatusParams(JobRef(TENANT, id=run.job_id), JobStatus.PAUSED, now=t0)
+    await store.job_set_status(  # at its instant: skipped (before it, it would be withdrawn)
+        JobSetStatusParams(JobRef(TENANT, id=run.job_id), JobStatus.PAUSED, now=t0 + s(5))
     )
     assert (await get_run(store, run.id)).state is RunState.SKIPPED
     with pytest.raises(Conflict):
-        await cancel(store, run.id, t0 + s(1))
+        await cancel(store, run.id, t0 + s(6))
 
 
 async def test_cancel_twice_conflicts(store: Store, t0: datetime) -> None:

@@ -109,8 +109,11 @@ async def test_a_batch_start_judges_each_run_as_run_start_does(store: Store, t0:
     assert len(ahead) == 2 * len(CASES)
     for name in ("paused", "manual"):
         for prefix in ("batch-", "alone-"):
+            # paused at the runs' instant: skipped (a pause before it would withdraw them)
             await store.job_set_status(
-                JobSetStatusParams(JobRef(TENANT, name=prefix + name), JobStatus.PAUSED)
+                JobSetStatusParams(
+                    JobRef(TENANT, name=prefix + name), JobStatus.PAUSED, now=t0 + s(1)
+                )
             )
     claimed = {c.run.job_name: c.run for c in ahead}
 

@@ -15,6 +15,7 @@ from duetime.policies.overlap import (
     decide,
     decide_start,
     plan_starts,
+    replacing_keys,
 )
 
 
@@ -57,11 +58,13 @@ def test_serialize_runs_one_at_a_time_in_order() -> None:
     assert (decision.claim, decision.skip) == ([], [])
 
 
-def test_replace_cancels_the_running_one_and_starts_the_next_in_order() -> None:
+def test_replace_waits_for_the_running_one_then_starts_the_next_in_order() -> None:
     runs = [cand("job:a", OverlapPolicy.REPLACE) for _ in range(2)]
-    decision = decide(runs, {"job:a": 1}, 10)
-    assert decision.replace_keys == {"job:a"}
-    assert decision.claim == [runs[0].id]
+    # the store asks the key's running run to stop (decision 0016); meanwhile they wait
+    assert replacing_keys(runs, {"job:a": 1}) == ["job:a"]
+    assert decide(runs, {"job:a": 1}, 10).claim == []
+    assert replacing_keys(runs, {}) == []
+    assert decide(runs, {}, 10).claim == [runs[0].id]
 
 
 def test_runs_claimed_ahead_are_reserved_one_per_key_and_never_skipped_early() -> None:

@@ -50,6 +50,7 @@ def decide(exc: BaseException, attempt: int, delivery: DeliveryMode = DeliveryMo
         policy=RetryPolicy(),
         delivery=delivery,
         now=NOW,
+        window_from=NOW,
         rng=random.Random(1),
     )
 

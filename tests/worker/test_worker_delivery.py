@@ -162,7 +162,7 @@ async def test_transaction_is_for_exactly_once_jobs_only(app: AsyncApp) -> None:
     run = await app.trigger("j")
     async with serving(app):
         final = await settled(app, run.id)
-    assert final.last_error_class == "duetime.errors.UnsupportedFeature"
+    assert final.last_error_class == "duetime.errors.UsageError"
     assert "exactly_once" in (final.last_error_message or "")
 
 
@@ -303,7 +303,7 @@ async def test_a_sync_task_cannot_use_the_transaction(pg_app: AsyncApp) -> None:
         final = await settled(pg_app, run.id)
     assert done.is_set()
     assert final.state is RunState.DEAD
-    assert final.last_error_class == "duetime.errors.UnsupportedFeature"
+    assert final.last_error_class == "duetime.errors.UsageError"
     assert "async task" in (final.last_error_message or "")
 
 

@@ -28,7 +28,7 @@ from workerkit import (
     wait,
 )
 
-from duetime import AsyncApp, Retry, ValidationError
+from duetime import AsyncApp, Retry, UsageError
 from duetime._types import AttemptOutcome, RunState
 from duetime.store.base import LeasesReapParams, RunCompletion
 from duetime.targets.context import RunContext
@@ -165,15 +165,15 @@ def a_context() -> RunContext:
 )
 def test_bad_progress_is_refused(bad: Any) -> None:
     ctx = a_context()
-    with pytest.raises(ValidationError, match="progress"):
+    with pytest.raises(UsageError, match="progress"):
         ctx.progress(bad)
 
 
 def test_oversize_or_non_json_checkpoints_are_refused() -> None:
     ctx = a_context()
-    with pytest.raises(ValidationError, match="65536"):
+    with pytest.raises(UsageError, match="65536"):
         ctx.checkpoint({"blob": "x" * 70_000})
-    with pytest.raises(ValidationError, match="JSON"):
+    with pytest.raises(UsageError, match="JSON"):
         ctx.checkpoint({"when": datetime.now})
     ctx.progress(1)
     ctx.checkpoint({"fine": True})

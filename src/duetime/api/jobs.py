@@ -51,8 +51,8 @@ def _arguments(
             out[name] = parse_at(value, now)
         elif name == "every":
             out[name] = parse_every(value)
-        elif name == "anchor":
-            out[name] = utc(value, "anchor")
+        elif name in ("anchor", "start_at", "end_at"):
+            out[name] = utc(value, name)
         elif name == "retry":
             out[name] = value.changes() if retry is None else value.policy(retry)
         elif name == "tags":

@@ -14,13 +14,14 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from duetime._durations import iso_duration_seconds
+from duetime._durations import interval_words, iso_duration_seconds
 from duetime._redact import REDACTED, redact_target
 from duetime._types import (  # an import list like other modules': not logic
     ApiKey,
     ApiRole,
     Attempt,
     AttemptOutcome,
+    CalendarInterval,
     DeliveryMode,
     Job,
     JobStatus,
@@ -36,6 +37,7 @@ from duetime._types import (  # an import list like other modules': not logic
 )
 from duetime.errors import NotFound, ValidationError
 from duetime.registration import MAX_JITTER, PRIORITY_MAX, PRIORITY_MIN, RetryChanges
+from duetime.schedules import parse_every as parse_every_text
 
 NO_NUL = r"^[^\x00]*$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
@@ -102,10 +104,28 @@ def parse_at(text: str, now: datetime) -> datetime | timedelta:
     return instant
 
 
-def parse_every(value: float | str) -> timedelta:
-    if isinstance(value, str):
+_EVERY_HINT = (
+    "give seconds (90), an ISO 8601 duration (PT15M), or a count of seconds, minutes, hours, "
+    "days, weeks or months in words ('90 seconds', '1 day', '2 weeks', '1 month')"
+)
+
+
+def parse_every(value: float | str) -> timedelta | CalendarInterval:
+    """``every``: seconds, an ISO 8601 duration (``PT15M``: fixed), or a count of units in
+    words — ``"90 seconds"``, ``"2 hours"`` (fixed), ``"1 day"``, ``"2 weeks"``, ``"1 month"``
+    (calendar units, in ``tz``)."""
+    if not isinstance(value, str):
+        return timedelta(seconds=value)
+    if interval_words(value) is None:
+        if iso_duration_seconds(value) is None:
+            raise ValidationError(
+                "every", f"{value.strip()[:80]!r} is not an interval: {_EVERY_HINT}"
+            )
         return parse_duration(value, "every")
-    return timedelta(seconds=value)
+    every = parse_every_text(value, short_forms=False)
+    if isinstance(every, timedelta) and every.total_seconds() > MAX_SECONDS:
+        raise ValidationError("every", f"must be at most {MAX_SECONDS:.0f} seconds")
+    return every
 
 
 def _check_every(value: object) -> object:
@@ -114,7 +134,7 @@ def _check_every(value: object) -> object:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("must be a number of seconds or an ISO 8601 duration such as PT15M")
+        raise ValueError(f"must be a number or text: {_EVERY_HINT}")
     if not math.isfinite(value):
         raise ValueError("must be a finite number of seconds (not NaN or Infinity)")
     if not 0 < value <= MAX_SECONDS:
@@ -144,6 +164,36 @@ class RetryIn(_Body):
         default=None, ge=1, le=100, allow_inf_nan=False, strict=True
     )
     backoff_cap: Seconds | None = None
+    within: PositiveSeconds | None = Field(
+        default=None,
+        description="Seconds after the run's scheduled instant (or its last replay) past "
+        "which no retry is scheduled: the run goes dead, reason retry_window_exhausted. "
+        "Null: no window (in a PATCH, removes it).",
+    )
+    permanent_on: list[Short] | None = Field(
+        default=None,
+        max_length=50,
+        description="Exception classes (ValueError, myapp.errors.Fatal) whose failures end the "
+        "run at once; the most specific class named in permanent_on or retry_on decides.",
+    )
+    retry_on: list[Short] | None = Field(
+        default=None,
+        max_length=50,
+        description="Exception classes retried even where duetime would not (a subclass of "
+        "one in permanent_on, duetime.Permanent, duetime.UsageError).",
+    )
+    permanent_on_status: list[Annotated[int, Field(strict=True)]] | None = Field(
+        default=None,
+        max_length=100,
+        description="HTTP targets: response statuses (300-599) that end the run at once "
+        "(default: 3xx and 4xx other than 408 and 429).",
+    )
+    retry_on_status: list[Annotated[int, Field(strict=True)]] | None = Field(
+        default=None,
+        max_length=100,
+        description="HTTP targets: response statuses (300-599) that are retried (default: "
+        "408, 429 and 5xx).",
+    )
 
     def policy(self, default: RetryPolicy) -> RetryPolicy:
         return RetryPolicy(
@@ -151,11 +201,20 @@ class RetryIn(_Body):
             backoff_base=default.backoff_base if self.backoff_base is None else self.backoff_base,
             backoff_factor=self.backoff_factor or default.backoff_factor,
             backoff_cap=default.backoff_cap if self.backoff_cap is None else self.backoff_cap,
+            within=self.within,
+            permanent_on=tuple(self.permanent_on or ()),
+            retry_on=tuple(self.retry_on or ()),
+            permanent_on_status=tuple(self.permanent_on_status or ()),
+            retry_on_status=tuple(self.retry_on_status or ()),
         )
 
     def changes(self) -> RetryChanges:
-        """The fields given (not null), to merge onto a job's policy (PATCH)."""
-        return cast(RetryChanges, self.model_dump(exclude_none=True))
+        """The fields given (not null, but for ``within``: null removes the window), to merge
+        onto a job's policy (PATCH)."""
+        changes = self.model_dump(exclude_none=True)
+        if "within" in self.model_fields_set and self.within is None:
+            changes["within"] = None
+        return cast(RetryChanges, changes)
 
 
 class JobFields(_Body):
@@ -181,13 +240,23 @@ class JobFields(_Body):
     every: Annotated[
         PositiveSeconds | Annotated[str, StringConstraints(max_length=100)] | None,
         BeforeValidator(_check_every),
-    ] = Field(default=None, description="Interval: seconds, or an ISO 8601 duration (PT15M).")
+    ] = Field(
+        default=None,
+        description="Interval: seconds, an ISO 8601 duration (PT15M), or a count of units in "
+        'words: "90 seconds", "5 minutes", "2 hours" are fixed durations; "1 day", "2 weeks", '
+        '"1 month" are calendar units that keep the wall time in `tz` across DST changes '
+        "(a month keeps the anchor's day, clamped to the month's last day).",
+    )
     now: Flag | None = Field(default=None, description="One run, due at once.")
     tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = Field(
-        default="UTC", description="IANA time zone of `cron` (and of local times)."
+        default="UTC",
+        description="IANA time zone of `cron` and of an `every` in days, weeks or months (and "
+        "of local times).",
     )
     anchor: datetime | None = Field(
-        default=None, description="With `every`: the instant the intervals count from."
+        default=None,
+        description="With `every`: the instant the intervals count from (default: when the "
+        "job is created; a changed schedule keeps the job's anchor).",
     )
     payload: Any = Field(default=None, description="JSON handed to each run.")
     retry: RetryIn | None = None
@@ -226,6 +295,22 @@ class JobFields(_Body):
         default=None, description="Jobs sharing a key share one `max_concurrency` limit."
     )
     max_backfill: int = Field(default=100, ge=1, le=10_000, strict=True)
+    replace_timeout: Annotated[
+        float, Field(ge=0.1, le=86_400, allow_inf_nan=False, strict=True)
+    ] = Field(
+        default=30.0,
+        description="With overlap `replace`: seconds (0.1 to 86400) a replaced run gets to stop "
+        "before its successor starts anyway.",
+    )
+    max_waiting: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        strict=True,
+        description="With overlap `serialize` (or `allow` with a max_concurrency, at that "
+        "limit): runs that may wait for the busy key (0: any); a newer run due at the cap is "
+        "skipped `queue_full` when a worker claims.",
+    )
     sla: PositiveSeconds | None = Field(
         default=None,
         description="Seconds after each scheduled instant within which a run must succeed; "
@@ -235,6 +320,24 @@ class JobFields(_Body):
         default=None,
         description="Seconds a run normally takes (stuck-run alerts); default: the p95 of "
         "the job's last 20 successful runs.",
+    )
+    start_at: datetime | None = Field(
+        default=None,
+        description="With `cron` or `every`: no occurrence before this instant fires (an "
+        "`every` without `anchor` counts from it).",
+    )
+    end_at: datetime | None = Field(
+        default=None,
+        description="With `cron` or `every`: no occurrence after this instant fires; then the "
+        "job is `completed`. Must be after `start_at`.",
+    )
+    max_runs: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        strict=True,
+        description="With `cron` or `every`: at most this many scheduled runs (manual "
+        "triggers do not count); then the job is `completed`. Raise it to allow more.",
     )
     allow_unregistered: Flag = Field(
         default=False, description="Accept a task no worker has registered yet."
@@ -263,9 +366,17 @@ class TriggerIn(_Body):
 
 
 class PreviewIn(_Body):
-    """Either a cron expression (`cron`, `tz`, `after`) or an existing job (`job_id`)."""
+    """Either a cron expression (`cron`, `tz`, `after`), an interval (`every`, `anchor`, `tz`,
+    `after`) or an existing job (`job_id`)."""
 
     cron: Annotated[str, StringConstraints(max_length=200, pattern=PRINTABLE)] | None = None
+    every: Annotated[
+        PositiveSeconds | Annotated[str, StringConstraints(max_length=100)] | None,
+        BeforeValidator(_check_every),
+    ] = Field(default=None, description='An interval as a job\'s `every` ("1 day", PT15M, 90).')
+    anchor: datetime | None = Field(
+        default=None, description="With `every`: the instant it counts from (default: `after`)."
+    )
     tz: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)] = "UTC"
     after: datetime | None = Field(default=None, description="Instants strictly after this.")
     job_id: Annotated[str, StringConstraints(max_length=100)] | None = None
@@ -346,13 +457,18 @@ class ScheduleOut(BaseModel):
     cron: str | None
     tz: str
     at: datetime | None
-    every_seconds: float | None
+    every_seconds: float | None = Field(description="A fixed `every` interval; else null.")
+    every_calendar: str | None = Field(
+        description='An `every` in calendar units as declared ("1 day", "2 weeks", "1 month"), '
+        "stepped in `tz`; else null."
+    )
     anchor: datetime | None
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
         every_seconds = None if s.every is None else s.every.total_seconds()
-        return cls(**fields_from(cls, s, every_seconds=every_seconds))
+        calendar = None if s.every_calendar is None else str(s.every_calendar)
+        return cls(**fields_from(cls, s, every_seconds=every_seconds, every_calendar=calendar))
 
 
 class RetryOut(BaseModel):
@@ -360,6 +476,11 @@ class RetryOut(BaseModel):
     backoff_base: float
     backoff_factor: float
     backoff_cap: float
+    within: float | None = Field(description="Retry window in seconds; null: none.")
+    permanent_on: list[str]
+    retry_on: list[str]
+    permanent_on_status: list[int]
+    retry_on_status: list[int]
 
 
 class JobOut(BaseModel):
@@ -396,8 +517,27 @@ class JobOut(BaseModel):
     max_concurrency: int
     concurrency_key: str | None
     max_backfill: int
+    replace_timeout: float = Field(
+        default=30.0, description="Seconds a replaced run gets to stop (overlap `replace`)."
+    )
+    max_waiting: int = Field(default=0, description="Runs that may wait for the busy key (0: any).")
     sla: float | None = None
     expected_duration: float | None = None
+    start_at: datetime | None = Field(
+        default=None, description="No occurrence before it fires (null: unbounded)."
+    )
+    end_at: datetime | None = Field(
+        default=None, description="No occurrence after it fires (null: unbounded)."
+    )
+    max_runs: int | None = Field(
+        default=None, description="Scheduled runs allowed over the job's life (null: any)."
+    )
+    runs_created: int = Field(
+        default=0, description="Scheduled runs counted against `max_runs` so far."
+    )
+    runs_left: int | None = Field(
+        default=None, description="`max_runs` minus `runs_created` (null: no limit)."
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -570,7 +710,9 @@ class HeartbeatOut(BaseModel):
     kept: list[uuid.UUID] = Field(description="Leases extended.")
     lost: list[uuid.UUID] = Field(description="Leases gone (expired or taken over): stop work.")
     cancel_requested: list[uuid.UUID] = Field(
-        description="Cancelled by an operator: stop work (a completion would be refused)."
+        description="Stop work: cancelled by an operator (a completion would be refused), "
+        "or replaced by a newer run (overlap `replace`; also in `kept`: report the attempt "
+        "once stopped)."
     )
 
 

@@ -69,7 +69,9 @@ class HeartbeatRuns(Endpoint):
     """Extend leases (remote worker)
     Send every `(run_id, token)` the worker holds. `kept`: extended by `lease_seconds`;
     `lost`: the lease is gone (expired and reaped, or the run is another worker's now) — stop;
-    `cancel_requested`: an operator cancelled the run — stop."""
+    `cancel_requested`: stop — an operator cancelled the run, or a newer run of its job replaces
+    it (overlap `replace`; then it is also in `kept`, and the newer run starts once this one
+    is reported, `failed` counting as stopped, or after the job's `replace_timeout`)."""
 
     method, path, tag = "POST", "/worker/heartbeat", "remote workers"
     errors = (422,)

@@ -12,7 +12,7 @@ from typing import Protocol, TypeVar
 
 from duetime._clock import Clock
 from duetime._config import Settings
-from duetime.errors import NotFound, ValidationError
+from duetime.errors import NotFound, UnknownTask, ValidationError
 from duetime.store.base import JobRef, Store
 from duetime.targets.python import BUILTIN_NAMES, TaskRegistry
 
@@ -108,13 +108,14 @@ def enum_value(kind: type[E], value: object, field: str) -> E:
 
 async def check_task(scope: Scope, task: str, allow_unregistered: bool) -> None:
     """Refuse a task no one serves: not built in, not registered on this app, and not declared
-    by any of the installation's workers or this tenant's remote ones."""
+    by any of the installation's workers or this tenant's remote ones: UnknownTask (a
+    ValidationError a worker retries, as the task's worker may yet start)."""
     if not isinstance(task, str) or not task:
         raise ValidationError("task", "must name a task, e.g. 'billing.settle'")
     if allow_unregistered or task in BUILTIN_NAMES or task in scope.registry:
         return
     if task not in await scope.store.tasks_known([task], tenant=scope.tenant):
-        raise ValidationError(
+        raise UnknownTask(
             "task",
             f"unknown task {task!r}: no worker has registered it (start a worker "
             "that serves it first, or pass allow_unregistered=True)",

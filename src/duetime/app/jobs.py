@@ -12,6 +12,7 @@ from typing import Any, Unpack
 from duetime import _json
 from duetime._redact import has_redacted, keep_redacted
 from duetime._types import (  # an import list like other modules': not logic
+    CalendarInterval,
     DeliveryMode,
     Job,
     JobStatus,
@@ -38,6 +39,7 @@ from duetime.registration import (
     request_hash,
     upsert_job,
 )
+from duetime.scheduler.bounds import Bounds, is_bounded
 from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
 from duetime.store.base import JobListParams, JobRef, JobSetStatusParams, RunTriggerParams
 
@@ -55,7 +57,7 @@ class Jobs(Service):
         target: dict[str, Any] | None = None,
         cron: str | None = None,
         at: datetime | timedelta | None = None,
-        every: timedelta | float | None = None,
+        every: timedelta | float | str | CalendarInterval | None = None,
         now: bool = False,
         tz: str = "UTC",
         anchor: datetime | None = None,
@@ -73,6 +75,8 @@ class Jobs(Service):
         max_concurrency: int | None = None,
         concurrency_key: str | None = None,
         max_backfill: int = 100,
+        replace_timeout: float | timedelta = 30.0,
+        max_waiting: int = 0,
         sla: float | timedelta | None = None,
         expected_duration: float | timedelta | None = None,
         jitter: float | timedelta = 0.0,
@@ -80,6 +84,9 @@ class Jobs(Service):
         allow_unregistered: bool = False,
         create_only: bool = False,
         rearm: bool = False,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_runs: int | None = None,
     ) -> Job:
         """Create the job ``name`` of this tenant, or update it if it exists; the returned
         job's ``created`` says which.
@@ -89,20 +96,33 @@ class Jobs(Service):
         a signed webhook, see docs/webhooks.md; a header value ``"<redacted>"``, as the REST
         API and the CLI show every one, keeps the job's stored value). Exactly one of ``cron``
         (with ``tz``), ``at`` (a datetime with offset, or a delay), ``every`` (interval, from
-        ``anchor``, default now) or ``now=True``. Declaring a job again unchanged keeps its
-        next fire instant and status — an ``at`` delay (``at=timedelta(hours=3)``) counts from
-        the first declaration, so a program may declare its jobs at every start and a one-shot
-        that ran does not run again; ``rearm=True`` counts the schedule as changed (a delay
+        ``anchor``, default now: a fixed duration — ``timedelta``, seconds, ``"90 seconds"``,
+        ``"2 hours"``, ``"PT15M"`` — or calendar units in ``tz`` that keep the anchor's wall
+        time across DST changes — ``"1 day"``, ``"2 weeks"``, ``"1 month"``) or
+        ``now=True``. Declaring a job again unchanged keeps its next fire instant and status
+        — an ``at`` delay (``at=timedelta(hours=3)``) counts from the first declaration, so
+        a program may declare its jobs at every start and a one-shot that ran does not run
+        again; ``rearm=True`` counts the schedule as changed (a delay
         from now, a one-shot that ran runs again). A changed schedule takes effect from its
-        next occurrence (runs not yet started are skipped). ``sla``: seconds after each
-        scheduled instant within which a run must succeed, else the leader raises an alert;
+        next occurrence (runs not yet started are skipped): a cron or ``every`` one first fires
+        at its first occurrence strictly after the change (and after the job's last fired
+        one), never at the instant of the change; an ``every`` given without ``anchor`` keeps
+        the job's anchor. ``sla``: seconds after each scheduled instant within which a run
+        must succeed, else the leader raises an alert;
         ``expected_duration``: how long a run normally takes (stuck-run alerts; default: learnt
         from the job's history).
         ``priority``: -1000 to 1000, higher first, with aging; ``queue``: the worker pool that
         runs it; ``jitter``: seconds each run may become available after its instant, stable
-        per occurrence (docs/fairness.md). ``create_only``: a name in use raises Conflict.
+        per occurrence (docs/fairness.md). ``overlap``: ``skip`` (default), ``allow``,
+        ``serialize``, ``replace`` or ``buffer_one``; ``replace_timeout``: seconds a replaced
+        run gets to stop before its successor starts anyway; ``max_waiting``: runs that may
+        wait for a busy key (0: no limit), a newer one due at the cap is skipped
+        (docs/api.md, "Overlap"). ``create_only``: a name in use raises Conflict.
         An ``at`` further in the past than the misfire grace is refused unless ``allow_past``
-        (then it is due at once). Raises ValidationError.
+        (then it is due at once). Bounds, for ``cron`` and ``every`` only: no occurrence before
+        ``start_at`` or after ``end_at`` fires, at most ``max_runs`` scheduled runs are created
+        (manual triggers do not count); then the job is ``completed`` (docs/api.md, "Bounds").
+        Raises ValidationError.
         """
         spec = JobSpec(
             name=name,
@@ -128,10 +148,15 @@ class Jobs(Service):
             max_concurrency=max_concurrency,
             concurrency_key=concurrency_key,
             max_backfill=max_backfill,
+            replace_timeout=replace_timeout,
+            max_waiting=max_waiting,
             sla=sla,
             expected_duration=expected_duration,
             jitter=jitter,
             allow_past=allow_past,
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=max_runs,
         )
         return await self.schedule_spec(
             spec, allow_unregistered=allow_unregistered, create_only=create_only, rearm=rearm
@@ -229,12 +254,13 @@ class Jobs(Service):
         )
 
     async def pause(self, job: str | uuid.UUID) -> Job:
-        """Pause: its not-yet-started runs are skipped; triggers still run. Conflict if the
-        job is cancelled or completed."""
+        """Pause: its not-yet-started runs are skipped — those not yet due withdrawn
+        (deleted) — and triggers still run. Conflict if the job is cancelled or completed."""
         return await self._set_status(job, JobStatus.PAUSED)
 
     async def resume(self, job: str | uuid.UUID) -> Job:
-        """Resume a paused job at its next occurrence after now."""
+        """Resume a paused job at its next occurrence after now (within its bounds: a job with
+        none left, its ``end_at`` passed or ``max_runs`` used up, is ``completed``)."""
         return await self._set_status(job, JobStatus.ACTIVE)
 
     async def cancel(self, job: str | uuid.UUID) -> Job:
@@ -247,9 +273,21 @@ class Jobs(Service):
         if status is JobStatus.ACTIVE:
             current = await self.store.job_get(ref)
             next_fire_at = self._resume_instant(current.schedule, current.next_fire_at)
-        return await self.store.job_set_status(
-            JobSetStatusParams(job=ref, status=status, next_fire_at=next_fire_at)
+            next_fire_at = Bounds.of(current).next_occurrence(current.schedule, next_fire_at)
+        # a pause withdraws the runs not yet due by this clock, the one resume counts from
+        withdraw_after = self.clock.now() if status is JobStatus.PAUSED else None
+        changed = await self.store.job_set_status(
+            JobSetStatusParams(
+                job=ref, status=status, next_fire_at=next_fire_at, withdraw_after=withdraw_after
+            )
         )
+        if changed.status is JobStatus.ACTIVE and next_fire_at is None and is_bounded(changed):
+            # resumed past its bounds: active without a next fire (the scheduler leaves it
+            # alone) until this completes it
+            async with self.store.transaction() as tx:
+                await tx.jobs_count_runs([(changed.id, 0, True)])
+            changed = await self.store.job_get(ref)
+        return changed
 
     def _resume_instant(self, schedule: Schedule, pending: datetime | None) -> datetime | None:
         """Where a resumed job picks up: its next occurrence after now (paused ones were
@@ -322,16 +360,28 @@ class Jobs(Service):
         self, job: str | uuid.UUID, *, after: datetime | None = None, count: int = 10
     ) -> list[Occurrence]:
         """The next ``count`` fire instants of a job's schedule strictly after ``after``
-        (default now), whatever its status: its ``H`` values are the job's own."""
+        (default now), whatever its status: its ``H`` values are the job's own; within its
+        bounds (none before ``start_at`` or past ``end_at``, at most the runs ``max_runs``
+        leaves)."""
         current = await self.get(job)
-        return preview(current.schedule, after or self.clock.now(), count)
+        return Bounds.of(current).preview(
+            current.schedule,
+            after or self.clock.now(),
+            count,
+            created_before=current.next_fire_at,
+        )
 
     async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
         """The job's next ``count`` fire instants, from its ``next_occurrence_at`` on (the
         earliest occurrence not fired yet, runs written ahead included; none unless it is
-        active)."""
+        active; within its bounds: none past ``end_at``, at most ``max_runs``)."""
         current = await self.get(job)
         first = current.next_occurrence_at
         if first is None or current.status is not JobStatus.ACTIVE:
             return []
-        return preview(current.schedule, first - timedelta(microseconds=1), count)
+        return Bounds.of(current).preview(
+            current.schedule,
+            first - timedelta(microseconds=1),
+            count,
+            created_before=current.next_fire_at,
+        )

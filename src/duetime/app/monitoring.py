@@ -15,7 +15,7 @@ from duetime.app.jobs import Jobs
 from duetime.app.runs import Runs
 from duetime.errors import ValidationError
 from duetime.explain import Explanation, explain
-from duetime.schedules import preview
+from duetime.scheduler.bounds import Bounds
 from duetime.store.base import IncidentListParams, StatsParams, TimelineParams
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -126,7 +126,7 @@ class Monitoring(Service):
         if current.status is JobStatus.ACTIVE:
             nexts = await self._jobs.next_fires(current.id, count)
         elif current.status is JobStatus.PAUSED and not current.schedule.one_shot:
-            nexts = preview(current.schedule, now, count)
+            nexts = Bounds.of(current).preview(current.schedule, now, count)
         else:
             nexts = []
         return explain(

@@ -40,8 +40,10 @@ from duetime._durations import parse_duration
 from duetime._redact import redact_target
 from duetime._types import (
     Attempt,
+    CalendarInterval,
     Job,
     Occurrence,
+    OverlapPolicy,
     Page,
     RetryPolicy,
     Run,
@@ -50,6 +52,8 @@ from duetime._types import (
 )
 from duetime.app import AsyncApp
 from duetime.cli._common import fail, print_json, with_app
+from duetime.errors import ValidationError
+from duetime.schedules import parse_every
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
@@ -71,6 +75,7 @@ def schedule_jsonable(schedule: Schedule) -> dict[str, Any]:
         "tz": schedule.tz,
         "at": None if schedule.at is None else format_instant(schedule.at),
         "every_seconds": None if schedule.every is None else schedule.every.total_seconds(),
+        "every_calendar": None if schedule.every_calendar is None else str(schedule.every_calendar),
         "anchor": None if schedule.anchor is None else format_instant(schedule.anchor),
     }
 
@@ -89,10 +94,11 @@ def to_jsonable(obj: Any) -> Any:
 
     Dataclasses become dicts of their fields; datetimes ISO 8601 UTC with ``Z``; timedeltas
     seconds (float); UUIDs strings; enums their value; tuples, lists and sets lists. A
-    ``Schedule`` is flattened to ``kind/cron/tz/at/every_seconds/anchor``; an ``Occurrence``
-    is ``utc/local/dst_note``; an ``Attempt`` also gets ``duration_seconds`` (None if it never
-    started). A ``Page`` is ``{"items": [...], "next_cursor": ...}``. The header values of a
-    ``Job``'s or ``Run``'s ``target`` read ``"<redacted>"`` (webhook credentials).
+    ``Schedule`` is flattened to ``kind/cron/tz/at/every_seconds/every_calendar/anchor``; an
+    ``Occurrence`` is ``utc/local/dst_note``; an ``Attempt`` also gets ``duration_seconds``
+    (None if it never started). A ``Page`` is ``{"items": [...], "next_cursor": ...}``. The
+    header values of a ``Job``'s or ``Run``'s ``target`` read ``"<redacted>"`` (webhook
+    credentials).
     """
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
@@ -159,6 +165,8 @@ def describe_schedule(schedule: Schedule) -> str:
     if kind is ScheduleKind.CRON:
         return f"cron {schedule.cron} ({schedule.tz})"
     if kind is ScheduleKind.EVERY:
+        if schedule.every_calendar is not None:  # stepped in its zone: the zone is shown
+            return f"every {schedule.every_calendar} ({schedule.tz})"
         every = "?" if schedule.every is None else show_duration(schedule.every)
         return f"every {every}"
     if kind is ScheduleKind.AT:
@@ -183,10 +191,36 @@ def describe_target(target: Mapping[str, Any] | None) -> str:
 
 def describe_retry(retry: RetryPolicy) -> str:
     attempts = "1 attempt" if retry.max_attempts == 1 else f"{retry.max_attempts} attempts"
-    return (
+    text = (
         f"{attempts}, backoff {retry.backoff_base:g}s x"
         f"{retry.backoff_factor:g} up to {retry.backoff_cap:g}s"
     )
+    if retry.within is not None:
+        text += f", within {show_seconds(retry.within)} of the run's instant"
+    for label, values in (
+        ("permanent on", retry.permanent_on),
+        ("retried on", retry.retry_on),
+        ("permanent on status", retry.permanent_on_status),
+        ("retried on status", retry.retry_on_status),
+    ):
+        if values:
+            text += f"; {label} {', '.join(map(str, values))}"
+    return text
+
+
+def describe_overlap(job: Job) -> str:
+    """``serialize (at most 3 waiting)``, ``replace (stop within 30s)``, ``allow (4 at once)``."""
+    policy = job.overlap_policy
+    details: list[str] = []
+    if policy is OverlapPolicy.ALLOW and job.max_concurrency:
+        details.append(f"{job.max_concurrency} at once")
+    if job.concurrency_key is not None:
+        details.append(f"key {job.concurrency_key}")
+    if job.max_waiting:
+        details.append(f"at most {job.max_waiting} waiting")
+    if policy is OverlapPolicy.REPLACE:
+        details.append(f"stop within {show_seconds(job.replace_timeout)}")
+    return f"{policy} ({', '.join(details)})" if details else str(policy)
 
 
 def describe_error(error_class: str | None, message: str | None) -> str:
@@ -311,6 +345,21 @@ def parse_interval(text: str, option: str) -> float:
     if duration is None:
         fail(f"{option}: {text!r} is neither seconds (30) nor a duration (PT15M, 90s, 1h30m)")
     return duration.total_seconds()
+
+
+def parse_every_option(text: str, option: str) -> float | timedelta | CalendarInterval:
+    """``--every``: seconds (``30``), a duration (``90s``, ``1h30m``, ``PT15M``), or a count of
+    units in words (``"90 seconds"``, ``"2 hours"``: fixed; ``"1 day"``, ``"2 weeks"``,
+    ``"1 month"``: calendar units in ``--tz``); anything else (``"1 fortnight"``, ``"0 days"``,
+    ``"1.5 months"``) is a usage error saying why."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_every(text)
+    except ValidationError as exc:
+        fail(f"{option}: {exc.reason}")
 
 
 def parse_json_option(text: str | None, option: str) -> Any:

@@ -4,11 +4,11 @@ One job per line, with the fields of ``app.schedule`` (``name``, ``task`` or ``t
 of ``cron`` / ``at`` / ``every`` / ``now``, and optionally ``tz``, ``anchor``, ``payload``,
 ``retry``, ``priority``, ``timeout``, ``misfire``, ``misfire_grace``, ``overlap``,
 ``delivery``, ``queue``, ``tags``, ``metadata`` and the other fields of a ``JobSpec``).
-``at`` and ``anchor`` are ISO 8601 instants with an offset (``at`` may also be a delay such as
-``PT3H`` or ``90s``); ``every`` is seconds or a duration; ``retry`` is an object with
-``max_attempts``, ``backoff_base``, ``backoff_factor``, ``backoff_cap``. Names that exist
-already are left as they are (import only creates). The command's help and docs/cli.md
-describe the format to users.
+``at``, ``anchor``, ``start_at`` and ``end_at`` are ISO 8601 instants with an offset (``at``
+may also be a delay such as ``PT3H`` or ``90s``); ``every`` is seconds, a duration or words
+(``"1 day"``); ``retry`` is an object with ``max_attempts``, ``backoff_base``,
+``backoff_factor``, ``backoff_cap``. Names that exist already are left as they are (import
+only creates). The command's help and docs/cli.md describe the format to users.
 """
 
 from __future__ import annotations
@@ -54,13 +54,10 @@ def spec_fields(obj: Any) -> dict[str, Any]:
     if isinstance(values.get("at"), str):
         delay = parse_duration(values["at"])
         values["at"] = delay if delay is not None else _instant(values["at"], "at")
-    if "anchor" in values:
-        values["anchor"] = _instant(values["anchor"], "anchor")
-    if isinstance(values.get("every"), str):
-        every = parse_duration(values["every"])
-        if every is None:
-            raise ValidationError("every", f"{values['every']!r} is not a duration")
-        values["every"] = every
+    for field in ("anchor", "start_at", "end_at"):
+        if field in values:
+            values[field] = _instant(values[field], field)
+    # a text "every" ("90s", "PT15M", "1 day") is read by registration (schedules.parse_every)
     if isinstance(values.get("retry"), dict):
         try:
             values["retry"] = RetryPolicy(**values["retry"])
@@ -131,11 +128,12 @@ def import_jobs(
     name and task (or target, a webhook: {"type": "http", "url": ...}), exactly one of cron,
     at, every or now, and optionally tz, anchor, payload, retry, priority, timeout, misfire,
     misfire_grace, overlap, delivery, queue, tags, metadata, max_concurrency, concurrency_key,
-    max_backfill, sla, expected_duration, jitter. at and anchor are ISO 8601 instants with an
-    offset (at may also be a delay: PT3H, 90s); every is seconds or a duration (90s, 1h30m);
-    retry is an object with max_attempts, backoff_base, backoff_factor, backoff_cap. Blank
-    lines are skipped. A bad line is named by its number; nothing of its batch is written
-    (earlier batches are). On a terminal, a progress bar runs on stderr.
+    max_backfill, sla, expected_duration, jitter, start_at, end_at, max_runs. at, anchor,
+    start_at and end_at are ISO 8601 instants with an offset (at may also be a delay: PT3H,
+    90s); every is seconds, a duration (90s, 1h30m) or words ("2 hours", "1 day"); retry is
+    an object with max_attempts, backoff_base, backoff_factor, backoff_cap. Blank lines are
+    skipped. A bad line is named by its number; nothing of its batch is written (earlier
+    batches are). On a terminal, a progress bar runs on stderr.
 
     \b
     Example FILE.jsonl (see docs/cli.md):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import typer
@@ -24,11 +24,14 @@ from duetime.cli._output import (
     AllPagesOption,
     CursorOption,
     compact_json,
+    describe_overlap,
     describe_retry,
     describe_run_error,
     describe_schedule,
     describe_target,
     parse_choice,
+    parse_every_option,
+    parse_instant,
     parse_interval,
     parse_json_option,
     parse_when,
@@ -41,7 +44,7 @@ from duetime.cli._output import (
     show_seconds,
     to_jsonable,
 )
-from duetime.errors import ValidationError
+from duetime.errors import UnknownTask, ValidationError
 from duetime.schedules import preview as preview_schedule
 
 commands = typer.Typer()
@@ -63,6 +66,89 @@ MaxAttemptsOption = Annotated[
 TimeoutOption = Annotated[
     float | None, typer.Option("--timeout", metavar="SECONDS", help="Per-attempt time limit.")
 ]
+# the retry window and error classification (docs/delivery.md); `none` clears one in an update
+RetryWithinOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retry-within",
+        metavar="DURATION",
+        help="No retry later than this after the run was due (90s, 1h, PT1H; none: no window).",
+    ),
+]
+PermanentOnOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--permanent-on",
+        metavar="EXCEPTION",
+        help="Exception class that ends a run at once (ValueError, myapp.errors.Fatal; "
+        "repeatable; none: clear).",
+    ),
+]
+RetryOnOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--retry-on",
+        metavar="EXCEPTION",
+        help="Exception class retried even where duetime would not (repeatable; none: clear).",
+    ),
+]
+PermanentOnStatusOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--permanent-on-status",
+        metavar="CODE",
+        help="HTTP target: status that ends a run at once (repeatable; none: clear).",
+    ),
+]
+RetryOnStatusOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--retry-on-status",
+        metavar="CODE",
+        help="HTTP target: status that is retried (repeatable; none: clear).",
+    ),
+]
+StartAtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--start-at",
+        metavar="INSTANT",
+        help="With --cron or --every: no run before this ISO 8601 instant (an --every counts "
+        "from it); none: no start.",
+    ),
+]
+EndAtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--end-at",
+        metavar="INSTANT",
+        help="With --cron or --every: no run after this ISO 8601 instant, then the job "
+        "completes; none: no end.",
+    ),
+]
+_OVERLAP = typer.Option(
+    "--overlap",
+    help="A run due while the previous one runs: skip, allow, serialize (waits), replace "
+    "(stops the old one) or buffer_one (only the newest waits).",
+)
+MaxWaitingOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-waiting",
+        metavar="N",
+        help="With --overlap serialize: at most N runs wait (0: any); a newer run due at the "
+        "cap is skipped (queue_full).",
+    ),
+]
+ReplaceTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--replace-timeout",
+        metavar="SECONDS",
+        help="With --overlap replace: seconds the old run gets to stop before its successor "
+        "starts anyway (default 30).",
+    ),
+]
 AllowUnregisteredOption = Annotated[
     bool, typer.Option("--allow-unregistered", help="Accept a task no worker has registered yet.")
 ]
@@ -73,6 +159,39 @@ RUNS_SHOWN = 10
 def _given(**options: Any) -> dict[str, Any]:
     """The options given on the command line: those whose value is not None."""
     return {name: value for name, value in options.items() if value is not None}
+
+
+def _retry_rules(
+    within: str | None,
+    permanent_on: list[str] | None,
+    retry_on: list[str] | None,
+    permanent_on_status: list[str] | None,
+    retry_on_status: list[str] | None,
+) -> dict[str, Any]:
+    """The retry window and classification options given, as RetryPolicy fields (``none``
+    clears one); registration validates the values and names the field at fault."""
+    rules: dict[str, Any] = {}
+    if within is not None:
+        cleared = within.strip().lower() == "none"
+        rules["within"] = None if cleared else parse_interval(within, "--retry-within")
+    for name, values in (("permanent_on", permanent_on), ("retry_on", retry_on)):
+        if values is not None:
+            rules[name] = () if values == ["none"] else tuple(values)
+    for name, codes in (
+        ("permanent_on_status", permanent_on_status),
+        ("retry_on_status", retry_on_status),
+    ):
+        if codes is not None:
+            rules[name] = () if codes == ["none"] else _status_codes(codes, name)
+    return rules
+
+
+def _status_codes(codes: list[str], name: str) -> tuple[int, ...]:
+    option = "--" + name.replace("_", "-")
+    try:
+        return tuple(int(code) for code in codes)
+    except ValueError:
+        fail(f"{option}: {codes!r} must be HTTP status codes (404, 503)")
 
 
 def _job_line(job: Job) -> str:
@@ -89,7 +208,52 @@ def _job_summary(job: Job) -> list[tuple[str, Any]]:
         ("task", job.task),
         ("schedule", describe_schedule(job.schedule)),
         ("next fire", show_instant(job.next_occurrence_at)),
+        *_bounds_fields(job),
     ]
+
+
+def _bounds_fields(job: Job) -> list[tuple[str, Any]]:
+    """A job's bounds, those it has: ``start at``, ``end at``, ``runs left: 3 of 10``."""
+    fields: list[tuple[str, Any]] = []
+    if job.start_at is not None:
+        fields.append(("start at", show_instant(job.start_at)))
+    if job.end_at is not None:
+        fields.append(("end at", show_instant(job.end_at)))
+    if job.max_runs is not None:
+        fields.append(("runs left", f"{job.runs_left} of {job.max_runs}"))
+    return fields
+
+
+def _bound_instant(text: str | None, option: str) -> datetime | None:
+    """``--start-at``/``--end-at``: an ISO 8601 instant; ``none`` (jobs update) clears it."""
+    if text is None or text.strip().lower() == "none":
+        return None
+    return parse_instant(text, option)
+
+
+def _max_runs(text: str) -> int | None:
+    """``--max-runs``: a whole number (registration checks it is at least 1), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        fail(f"--max-runs: {text!r} must be a whole number (or none)")
+
+
+_FLAGS = {
+    "retry.max_attempts": "--max-attempts",
+    "retry.backoff": "--backoff-base",
+    "retry.within": "--retry-within",
+    "retry.permanent_on": "--permanent-on",
+    "retry.retry_on": "--retry-on",
+    "retry.permanent_on_status": "--permanent-on-status",
+    "retry.retry_on_status": "--retry-on-status",
+    "start_at": "--start-at",
+    "end_at": "--end-at",
+    "max_runs": "--max-runs",
+}
+"""The flag a registration error's field is given by (the Python API names the field)."""
 
 
 def _save(
@@ -106,13 +270,16 @@ def _save(
     async def body(app: AsyncApp) -> Job:
         try:
             return await save(app)
+        except UnknownTask:
+            fail(
+                f"task: unknown task {task!r}: no worker has registered it (start a "
+                "worker that serves it first, or pass --allow-unregistered)"
+            )
         except ValidationError as exc:
-            if exc.field == "task" and "unknown task" in exc.reason:
-                fail(
-                    f"task: unknown task {task!r}: no worker has registered it (start a "
-                    "worker that serves it first, or pass --allow-unregistered)"
-                )
-            raise
+            flag = _FLAGS.get(exc.field)
+            if flag is None:
+                raise
+            fail(f"{flag}: {exc.reason}")
 
     job = with_app(db, tenant, body)
     if as_json:
@@ -134,7 +301,9 @@ def add(
     cron: Annotated[
         str | None, typer.Option("--cron", help="Cron expression, e.g. '*/5 * * * *' (in --tz).")
     ] = None,
-    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of --cron.")] = "UTC",
+    tz: Annotated[
+        str, typer.Option("--tz", help="IANA time zone of --cron and of a calendar --every.")
+    ] = "UTC",
     at: Annotated[
         str | None,
         typer.Option(
@@ -147,8 +316,10 @@ def add(
         str | None,
         typer.Option(
             "--every",
-            metavar="SECONDS",
-            help="Run every SECONDS (or a duration: 90s, 1h30m, PT15M), starting now.",
+            metavar="INTERVAL",
+            help="Run every INTERVAL, starting now: seconds or a duration (90, 90s, 1h30m, "
+            "PT15M, '2 hours': fixed) or calendar units in --tz ('1 day', '2 weeks', '1 month': "
+            "the same local time across DST).",
         ),
     ] = None,
     now: Annotated[bool, typer.Option("--now", help="One run, now.")] = False,
@@ -160,9 +331,17 @@ def add(
             "--backoff-base", metavar="SECONDS", help="First retry delay (exponential, jittered)."
         ),
     ] = None,
+    retry_within: RetryWithinOption = None,
+    permanent_on: PermanentOnOption = None,
+    retry_on: RetryOnOption = None,
+    permanent_on_status: PermanentOnStatusOption = None,
+    retry_on_status: RetryOnStatusOption = None,
     priority: Annotated[int, _PRIORITY] = 0,
     timeout: TimeoutOption = None,
     misfire: Annotated[str, _MISFIRE] = "fire_once",
+    overlap: Annotated[str, _OVERLAP] = "skip",
+    max_waiting: MaxWaitingOption = None,
+    replace_timeout: ReplaceTimeoutOption = None,
     queue: Annotated[str, _QUEUE] = "default",
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="Tag the job (repeatable).")
@@ -174,6 +353,16 @@ def add(
             help="Accept an --at further in the past than the misfire grace (runs at once).",
         ),
     ] = False,
+    start_at: StartAtOption = None,
+    end_at: EndAtOption = None,
+    max_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-runs",
+            help="With --cron or --every: at most this many scheduled runs, then the job "
+            "completes (manual triggers do not count).",
+        ),
+    ] = None,
     allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
@@ -181,19 +370,22 @@ def add(
 ) -> None:
     """Create a job, or update the job of that name. Give exactly one of --cron, --at, --every
     or --now."""
+    starts, ends = _bound_instant(start_at, "--start-at"), _bound_instant(end_at, "--end-at")
     when = None if at is None else parse_when(at, "--at")
-    interval = None if every is None else parse_interval(every, "--every")
+    interval = None if every is None else parse_every_option(every, "--every")
     data = parse_json_option(payload, "--payload")
+    rules = _retry_rules(retry_within, permanent_on, retry_on, permanent_on_status, retry_on_status)
 
     async def body(app: AsyncApp) -> Job:
         retry = None
-        if max_attempts is not None or backoff_base is not None:
+        if max_attempts is not None or backoff_base is not None or rules:
             s = app.settings
             retry = RetryPolicy(
                 max_attempts=s.max_attempts if max_attempts is None else max_attempts,
                 backoff_base=s.backoff_base if backoff_base is None else backoff_base,
                 backoff_factor=s.backoff_factor,
                 backoff_cap=s.backoff_cap,
+                **rules,
             )
         return await app.schedule(
             name,
@@ -208,10 +400,15 @@ def add(
             priority=priority,
             timeout=timeout,
             misfire=misfire,
+            overlap=overlap,
+            **_given(max_waiting=max_waiting, replace_timeout=replace_timeout),
             queue=queue,
             tags=tag or (),
             allow_past=allow_past,
             allow_unregistered=allow_unregistered,
+            start_at=starts,
+            end_at=ends,
+            max_runs=max_runs,
         )
 
     _save(db, tenant, as_json, task, body, lambda job: "created" if job.created else "updated")
@@ -268,10 +465,16 @@ def list_jobs(
 
 
 def _next_fires(job: Job, count: int) -> list[Occurrence]:
-    """The job's next fire instants, from the earliest not fired yet (none unless it has one)."""
+    """The job's next fire instants, from the earliest not fired yet (none unless it has one);
+    a job with bounds asks the app, which honours them."""
     if job.next_occurrence_at is None:
         return []
     return preview_schedule(job.schedule, job.next_occurrence_at - timedelta(microseconds=1), count)
+
+
+async def _next_fires_of(app: AsyncApp, job: Job, count: int) -> list[Occurrence]:
+    bounded = job.start_at or job.end_at or job.max_runs is not None
+    return await app.next_fires(job.id, count) if bounded else _next_fires(job, count)
 
 
 @jobs.command("show")
@@ -286,7 +489,7 @@ def show(
     async def body(app: AsyncApp) -> tuple[Job, list[Occurrence], list[Run]]:
         found = await app.get(job)
         runs = await app.runs(found.id, limit=RUNS_SHOWN)
-        return found, _next_fires(found, NEXT_FIRES_SHOWN), runs.items
+        return found, await _next_fires_of(app, found, NEXT_FIRES_SHOWN), runs.items
 
     found, fires, runs = with_app(db, tenant, body, create=False)
     if as_json:
@@ -304,7 +507,7 @@ def show(
             ("retry", describe_retry(found.retry)),
             ("timeout", show_seconds(found.timeout)),
             ("misfire", f"{found.misfire_policy} (grace {show_seconds(found.misfire_grace)})"),
-            ("overlap", str(found.overlap_policy)),
+            ("overlap", describe_overlap(found)),
             ("delivery", str(found.delivery)),
             ("queue", found.queue),
             ("tags", ", ".join(found.tags)),
@@ -452,7 +655,12 @@ def update(
     ] = None,
     every: Annotated[
         str | None,
-        typer.Option("--every", metavar="SECONDS", help="New schedule: every SECONDS (or 90s)."),
+        typer.Option(
+            "--every",
+            metavar="INTERVAL",
+            help="New schedule: every INTERVAL (90s, '2 hours', '1 day' in --tz; see jobs add), "
+            "from the job's anchor: the first run is the first one after now.",
+        ),
     ] = None,
     now: Annotated[bool, typer.Option("--now", help="New schedule: one run, now.")] = False,
     payload: PayloadOption = None,
@@ -461,12 +669,33 @@ def update(
         float | None,
         typer.Option("--backoff-base", metavar="SECONDS", help="First retry delay."),
     ] = None,
+    retry_within: RetryWithinOption = None,
+    permanent_on: PermanentOnOption = None,
+    retry_on: RetryOnOption = None,
+    permanent_on_status: PermanentOnStatusOption = None,
+    retry_on_status: RetryOnStatusOption = None,
     priority: Annotated[int | None, _PRIORITY] = None,
     timeout: TimeoutOption = None,
     misfire: Annotated[str | None, _MISFIRE] = None,
+    overlap: Annotated[str | None, _OVERLAP] = None,
+    max_waiting: MaxWaitingOption = None,
+    replace_timeout: ReplaceTimeoutOption = None,
     queue: Annotated[str | None, _QUEUE] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="Replace the tags (repeatable).")
+    ] = None,
+    start_at: StartAtOption = None,
+    end_at: EndAtOption = None,
+    max_runs: Annotated[
+        str | None,
+        typer.Option(
+            "--max-runs",
+            metavar="N",
+            help="Scheduled runs allowed over the job's life (runs left = N minus those made; "
+            "a completed job with runs left is active again); none: no limit. Set on a job "
+            "without one, it counts runs created from now: runs already written ahead (up to "
+            "10 s before their instant) still fire and do not count.",
+        ),
     ] = None,
     allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
@@ -480,17 +709,28 @@ def update(
         cron=cron,
         tz=tz,
         at=None if at is None else parse_when(at, "--at"),
-        every=None if every is None else parse_interval(every, "--every"),
+        every=None if every is None else parse_every_option(every, "--every"),
         now=True if now else None,
-        retry=_given(max_attempts=max_attempts, backoff_base=backoff_base) or None,
+        retry=_given(max_attempts=max_attempts, backoff_base=backoff_base)
+        | _retry_rules(retry_within, permanent_on, retry_on, permanent_on_status, retry_on_status)
+        or None,
         priority=priority,
         timeout=timeout,
         misfire=misfire,
+        overlap=overlap,
+        max_waiting=max_waiting,
+        replace_timeout=replace_timeout,
         queue=queue,
         tags=tag,
     )
     if payload is not None:  # apart: `--payload null` sets a null payload, _given drops None
         changes["payload"] = parse_json_option(payload, "--payload")
+    if start_at is not None:  # apart too: `none` clears a bound
+        changes["start_at"] = _bound_instant(start_at, "--start-at")
+    if end_at is not None:
+        changes["end_at"] = _bound_instant(end_at, "--end-at")
+    if max_runs is not None:
+        changes["max_runs"] = _max_runs(max_runs)
     if not changes:
         fail("nothing to change: give at least one option (see --help)")
 

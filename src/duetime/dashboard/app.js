@@ -296,6 +296,7 @@ async function overview(view) {
 
 function describeSchedule(s) {
   if (s.kind === "cron") return `cron ${s.cron} (${s.tz})`;
+  if (s.kind === "every" && s.every_calendar) return `every ${s.every_calendar} (${s.tz})`;
   if (s.kind === "every") return `every ${fmtSeconds(s.every_seconds)}`;
   if (s.kind === "at") return `at ${fmtInstant(s.at)}`;
   return "now";
@@ -358,6 +359,35 @@ async function act(label, fn) {
   }
 }
 
+// A job's bounds, those it has (start, end, runs left of max_runs).
+// "serialize (at most 3 waiting)", "replace (stop within 30s)": the overlap options that apply
+function describeOverlap(job) {
+  const extra = [];
+  if (job.max_waiting) extra.push(`at most ${job.max_waiting} waiting`);
+  if (job.overlap === "replace") extra.push(`stop within ${job.replace_timeout}s`);
+  return extra.length ? `${job.overlap} (${extra.join(", ")})` : job.overlap;
+}
+
+function boundsFields(job) {
+  const out = [];
+  if (job.start_at) out.push(["starts", fmtInstant(job.start_at)]);
+  if (job.end_at) out.push(["ends", fmtInstant(job.end_at)]);
+  if (job.max_runs !== null && job.max_runs !== undefined) out.push(["runs left", `${job.runs_left} of ${job.max_runs}`]);
+  return out;
+}
+
+// The retry window and error classification (docs/delivery.md), shown only when set.
+function retryRuleFields(retry) {
+  const out = [];
+  if (retry.within !== null && retry.within !== undefined) out.push(["retry window", `${retry.within}s after the run's instant`]);
+  const listed = (names, codes) => [...(names || []), ...(codes || []).map((c) => `HTTP ${c}`)].join(", ");
+  const permanent = listed(retry.permanent_on, retry.permanent_on_status);
+  const retried = listed(retry.retry_on, retry.retry_on_status);
+  if (permanent) out.push(["permanent on", permanent]);
+  if (retried) out.push(["retried on", retried]);
+  return out;
+}
+
 async function jobDetail(view, id) {
   const [job, runs, fires, why] = await Promise.all([
     api("GET", `/jobs/${id}`),
@@ -377,13 +407,15 @@ async function jobDetail(view, id) {
   const fields = [
     ["id", job.id], ["status", state(job.status)], ["schedule", describeSchedule(job.schedule)],
     ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_occurrence_at)],
+    ...boundsFields(job),
     ["task", job.target ? `${job.task} → ${job.target.url}` : job.task],
     // header values come redacted from the API ("<redacted>"): names only, never credentials
     ...(job.target && Object.keys(job.target.headers || {}).length
       ? [["headers", Object.entries(job.target.headers).map(([k, v]) => `${k}: ${v}`).join(", ")]]
       : []),
     ["retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.backoff_base}s ×${job.retry.backoff_factor} (cap ${job.retry.backoff_cap}s)`],
-    ["policies", `misfire ${job.misfire} (grace ${job.misfire_grace}s), overlap ${job.overlap}, ${job.delivery}`],
+    ...retryRuleFields(job.retry),
+    ["policies", `misfire ${job.misfire} (grace ${job.misfire_grace}s), overlap ${describeOverlap(job)}, ${job.delivery}`],
     ["timeout", job.timeout === null ? "none" : `${job.timeout}s`],
     ["SLA", job.sla === null || job.sla === undefined ? "none" : `${job.sla}s`],
     ["priority", job.priority], ["tags", job.tags.join(", ") || "—"],

@@ -3,15 +3,23 @@
 Runs whose job limits overlap carry an overlap key (``runs.concurrency_key``: ``job:<id>`` or
 ``key:<concurrency key>``). The store locks the candidates and counts the running runs per key
 atomically (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock per key, then a fresh
-count), then asks :func:`decide` which candidates start, which are skipped, and which keys'
-running runs a ``replace`` cancels.
+count), then asks :func:`decide` which candidates start and which are skipped
+(:func:`replacing_keys` first: the keys whose running runs a ``replace`` asks to stop).
 
 - ``skip``: a run due while another of its key runs is skipped (reason ``overlap``). A manual
   trigger waits instead: an operator's explicit act is not dropped.
 - ``allow``: up to ``max_concurrency`` at once (0 = no limit); the rest wait.
-- ``serialize``: one at a time, in order; the rest wait.
-- ``replace``: the running runs of the key are cancelled (token bumped: their writes change
-  nothing) and the new one starts.
+- ``serialize``: one at a time, in order; the rest wait (at most the job's ``max_waiting``:
+  a newer run due at the cap is skipped ``queue_full``).
+- ``buffer_one``: one at a time; of the runs waiting only the newest is kept, the older ones
+  are skipped ``superseded``.
+- ``replace``: the running runs of the key are asked to stop (``cancel_requested`` and a
+  ``replace_deadline``, announced to their worker at once); the new run waits until they have
+  stopped, or until the deadline, when the store cancels them outright (token bumped: their
+  writes change nothing) and the new run starts. Older runs waiting meanwhile are superseded.
+
+The store does the ``replace`` requests and the trimming of waiting runs
+(``runs_trim_waiting``) before it asks :func:`decide`; see docs/decisions/0016.
 """
 
 from __future__ import annotations
@@ -44,7 +52,6 @@ class Candidate:
 class OverlapDecision:
     claim: list[uuid.UUID] = field(default_factory=list)
     skip: list[uuid.UUID] = field(default_factory=list)
-    replace_keys: set[str] = field(default_factory=set)
 
 
 def decide(
@@ -66,7 +73,6 @@ def decide(
         if len(decision.claim) >= capacity:
             break
         busy = running.get(c.key, 0)
-        replace = False
         if c.policy is OverlapPolicy.ALLOW:
             if c.max_concurrency and busy + taken[c.key] >= c.max_concurrency:
                 continue
@@ -74,19 +80,27 @@ def decide(
             continue
         elif not c.due:
             pass  # reserved ahead; judged when it starts
-        elif c.policy is OverlapPolicy.REPLACE:
-            replace = busy > 0
         elif busy:
             if c.policy is OverlapPolicy.SKIP and c.trigger is not RunTrigger.MANUAL:
                 decision.skip.append(c.id)
             continue
         if admit is not None and not admit(c):
             continue
-        if replace:
-            decision.replace_keys.add(c.key)
         decision.claim.append(c.id)
         taken[c.key] += 1
     return decision
+
+
+def replacing_keys(candidates: Sequence[Candidate], running: Mapping[str, int]) -> list[str]:
+    """The busy keys a due ``replace`` candidate wants: their running runs are to be asked to
+    stop (or, past their deadline, cancelled) before :func:`decide`, which lets the candidate
+    wait while any of them still runs."""
+    keys = {
+        c.key
+        for c in candidates
+        if c.due and c.policy is OverlapPolicy.REPLACE and running.get(c.key, 0)
+    }
+    return sorted(keys)
 
 
 class StartVerdict(enum.Enum):

@@ -26,11 +26,16 @@ def status_after_schedule_change(status: JobStatus) -> JobStatus:
     return JobStatus.ACTIVE if status is JobStatus.COMPLETED else status
 
 
-def lease_lost_decision(run: Run, delivery: DeliveryMode) -> tuple[RunState, str | None]:
-    """Where a run whose lease expired goes: retry, or dead when out of attempts or when it is
+def lease_lost_decision(
+    run: Run, delivery: DeliveryMode, *, window_over: bool = False
+) -> tuple[RunState, str | None]:
+    """Where a run whose lease expired goes: retry, or dead when out of attempts, past its
+    retry window (``window_over``: a retry now would start after it), or when it is
     at-most-once (it may have started, so it must not start again)."""
     if delivery is DeliveryMode.AT_MOST_ONCE and run.started_at is not None:
         return RunState.DEAD, "lease_lost"
     if run.attempt >= run.max_attempts:
         return RunState.DEAD, "attempts_exhausted"
+    if window_over:
+        return RunState.DEAD, "retry_window_exhausted"
     return RunState.SCHEDULED, None

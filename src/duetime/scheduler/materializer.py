@@ -53,17 +53,30 @@ async def materialize(
     now + horizon`` (skipping jobs another scheduler holds; ``partitions``: the inclusive range
     of partition keys served, None = all), ask ``planner`` what to do with each, insert the runs
     (existing occurrences are left alone), record the skips and advance ``next_fire_at``. Four
-    statements per batch, whatever its size."""
+    statements per batch, whatever its size, and a fifth when the batch has bounded jobs: their
+    runs counted against ``max_runs`` and those past their bounds completed (the job rows stay
+    locked throughout, so concurrent schedulers never exceed ``max_runs``)."""
     async with store.transaction() as tx:
         at = await tx.now(now)
         until = at + timedelta(seconds=horizon)
         jobs = await tx.jobs_lock_due(JobsDueParams(until, limit, partitions))
         plans = [(job, planner(job, at, until)) for job in jobs]
-        created = await tx.runs_insert_planned(
-            [(job, run) for job, plan in plans for run in plan.runs]
-        )
+        planned = [(job, run) for job, plan in plans for run in plan.runs]
+        bounded = [(job, plan) for job, plan in plans if plan.complete or job.max_runs]
+        if bounded:  # their runs counted against max_runs, under the same row locks
+            counted = await tx.runs_insert_counted(planned)
+            created = sum(counted.values())
+        else:
+            created = await tx.runs_insert_planned(planned)
         skips = await tx.skips_insert([(job.id, s) for job, plan in plans for s in plan.skips])
         await tx.jobs_advance([(job.id, plan.next_fire_at) for job, plan in plans])
+        if bounded:
+            await tx.jobs_count_runs(
+                [
+                    (job.id, counted.get(job.id, 0) if job.max_runs else 0, plan.complete)
+                    for job, plan in bounded
+                ]
+            )
     return MaterializeResult(jobs=len(jobs), runs_created=created, skips=skips, now=at)
 
 

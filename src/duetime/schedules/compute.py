@@ -8,24 +8,35 @@ instants returned are aware UTC.
 Kinds:
 
 - ``now`` / ``at``: one instant, ``schedule.at``.
-- ``every``: ``anchor + k * every`` for k >= 0, in real (UTC) time — DST does not move them.
+- ``every``: ``anchor + k * every`` for k >= 0, in real (UTC) time — DST does not move them;
+  in calendar units (``every_calendar``: days, weeks, months) the anchor's wall time in
+  ``schedule.tz`` stepped by the calendar (:mod:`duetime.schedules.every`).
 - ``cron``: :class:`~duetime.schedules.cron.CronExpression` in ``schedule.tz``.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from duetime._types import Occurrence, Schedule, ScheduleKind
+from duetime._types import CalendarInterval, Occurrence, Schedule, ScheduleKind
 from duetime.errors import ValidationError
 from duetime.schedules.cron import CronExpression
+from duetime.schedules.every import (
+    calendar_after,
+    calendar_at_or_after,
+    calendar_preview,
+    check_anchor,
+    check_calendar,
+)
 from duetime.schedules.zones import load_zone, to_utc
 
 __all__ = [
     "MAX_PREVIEW",
     "MIN_EVERY",
     "first_fire",
+    "first_fire_after_change",
     "next_fire_after",
     "preview",
     "validate_schedule",
@@ -51,7 +62,11 @@ def _at(schedule: Schedule) -> datetime:
     return schedule.at.astimezone(UTC)
 
 
-def _every(schedule: Schedule) -> timedelta:
+def _every(schedule: Schedule) -> timedelta | CalendarInterval:
+    if schedule.every_calendar is not None:
+        if schedule.every is not None:
+            raise ValidationError("every", "give a duration or calendar units, not both")
+        return check_calendar(schedule.every_calendar)
     every = schedule.every
     if every is None:
         raise ValidationError("every", "an every schedule needs an interval")
@@ -71,8 +86,12 @@ def _anchor(schedule: Schedule) -> datetime | None:
     return anchor.astimezone(UTC)
 
 
-def _every_at_or_after(anchor: datetime, every: timedelta, bound: datetime) -> datetime | None:
+def _every_at_or_after(
+    schedule: Schedule, anchor: datetime, every: timedelta | CalendarInterval, bound: datetime
+) -> datetime | None:
     """The first ``anchor + k*every`` (k >= 0) that is >= ``bound``; None past year 9999."""
+    if isinstance(every, CalendarInterval):
+        return calendar_at_or_after(anchor, every, load_zone(schedule.tz), bound)
     if bound <= anchor:
         return anchor
     k = -((anchor - bound) // every)  # ceil((bound - anchor) / every), exact integer arithmetic
@@ -82,8 +101,12 @@ def _every_at_or_after(anchor: datetime, every: timedelta, bound: datetime) -> d
         return None
 
 
-def _every_after(anchor: datetime, every: timedelta, after: datetime) -> datetime | None:
+def _every_after(
+    schedule: Schedule, anchor: datetime, every: timedelta | CalendarInterval, after: datetime
+) -> datetime | None:
     """The first ``anchor + k*every`` (k >= 0) strictly after ``after``."""
+    if isinstance(every, CalendarInterval):
+        return calendar_after(anchor, every, load_zone(schedule.tz), after)
     if after < anchor:
         return anchor
     k = (after - anchor) // every + 1
@@ -97,7 +120,8 @@ def next_fire_after(schedule: Schedule, after: datetime) -> datetime | None:
     """The first fire instant of ``schedule`` strictly after ``after``; None if there is none.
 
     - ``now``/``at``: ``schedule.at`` if it is after ``after``, else None.
-    - ``every``: the first ``anchor + k*every`` (k >= 0) > ``after``; the anchor must be set
+    - ``every``: the first occurrence (``anchor + k*every``, k >= 0, or its calendar
+      counterpart) > ``after``; the anchor must be set
       (``ValidationError("anchor")`` otherwise).
     - ``cron``: :meth:`CronExpression.next_after`.
 
@@ -112,7 +136,7 @@ def next_fire_after(schedule: Schedule, after: datetime) -> datetime | None:
         anchor = _anchor(schedule)
         if anchor is None:
             raise ValidationError("anchor", "an every schedule needs an anchor instant")
-        return _every_after(anchor, every, after)
+        return _every_after(schedule, anchor, every, after)
     if kind in (ScheduleKind.NOW, ScheduleKind.AT):
         at = _at(schedule)
         return at if at > after else None
@@ -133,7 +157,7 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
     if kind is ScheduleKind.EVERY:
         every = _every(schedule)
         anchor = _anchor(schedule)
-        return now if anchor is None else _every_at_or_after(anchor, every, now)
+        return now if anchor is None else _every_at_or_after(schedule, anchor, every, now)
     if kind in (ScheduleKind.NOW, ScheduleKind.AT):
         return _at(schedule)
     return next_fire_after(schedule, now)  # cron: its first fire is its next one
@@ -142,9 +166,9 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
 def preview(schedule: Schedule, after: datetime, count: int) -> list[Occurrence]:
     """The next ``count`` fire instants strictly after ``after`` (fewer if the schedule ends).
 
-    Each :class:`Occurrence` carries the local time in ``schedule.tz`` and, for cron schedules,
-    a ``dst_note`` on occurrences a DST change moved or doubled. ``count`` must be 1 to
-    :data:`MAX_PREVIEW` (``ValidationError("count")`` otherwise).
+    Each :class:`Occurrence` carries the local time in ``schedule.tz`` and, for cron schedules
+    and calendar ``every`` ones, a ``dst_note`` on occurrences a DST change moved or doubled.
+    ``count`` must be 1 to :data:`MAX_PREVIEW` (``ValidationError("count")`` otherwise).
     """
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW:
         raise ValidationError("count", f"must be a whole number from 1 to {MAX_PREVIEW}")
@@ -155,6 +179,11 @@ def preview(schedule: Schedule, after: datetime, count: int) -> list[Occurrence]
     instants: list[datetime] = []
     if schedule.kind is ScheduleKind.EVERY:
         every = _every(schedule)
+        if isinstance(every, CalendarInterval):
+            anchor = _anchor(schedule)
+            if anchor is None:
+                raise ValidationError("anchor", "an every schedule needs an anchor instant")
+            return calendar_preview(anchor, every, zone, after, count)
         nxt = next_fire_after(schedule, after)
         while nxt is not None and len(instants) < count:
             instants.append(nxt)
@@ -175,7 +204,9 @@ def validate_schedule(schedule: Schedule, now: datetime) -> None:
     - ``tz``: unknown time zone (checked for every kind: local times are shown in it);
     - ``cron``: missing, invalid (the message names the cron field), or never fires (no
       occurrence after ``now``, e.g. ``0 0 30 2 *``);
-    - ``every``: missing, not positive, or under 1 second; ``anchor``: naive;
+    - ``every``: missing, not positive, or under 1 second (a calendar interval: a whole count
+      of 1 to 1200 days, weeks or months); ``anchor``: naive, or (calendar units) its wall
+      time in ``tz`` before year 1;
     - ``at``: missing (``now``/``at`` kinds) or naive (``"needs a time zone offset"``).
 
     An ``at`` in the past is valid (it fires at once), as is an ``every`` without an anchor
@@ -192,9 +223,34 @@ def validate_schedule(schedule: Schedule, now: datetime) -> None:
                 "cron", f"schedule never fires ({expression.expression!r}: {reason})"
             )
     elif kind is ScheduleKind.EVERY:
-        _every(schedule)
-        _anchor(schedule)
+        every = _every(schedule)
+        anchor = _anchor(schedule)
+        if isinstance(every, CalendarInterval) and anchor is not None:
+            check_anchor(anchor, load_zone(schedule.tz))
     elif kind in (ScheduleKind.NOW, ScheduleKind.AT):
         _at(schedule)
     else:  # pragma: no cover - ScheduleKind is closed
         raise ValidationError("kind", f"unknown schedule kind {kind!r}")
+
+
+def first_fire_after_change(
+    schedule: Schedule, now: datetime, last_fired: datetime | None = None
+) -> datetime | None:
+    """The first instant of a job's schedule once it is *changed* at ``now`` (registration
+    computes the anchor: the stored one kept for an ``every`` without a new anchor).
+
+    A change takes effect from the next occurrence and never fires at the instant of the
+    change, nor catches up: for ``cron`` and ``every`` it is the first occurrence of the new
+    schedule strictly after ``now`` and after ``last_fired`` (the latest occurrence of the
+    job that already fired, when known: a start written ahead of its instant counts), e.g.
+    every 60 s changed to every 120 s 3.5 s after a run at ``anchor + 60n`` first fires at
+    ``anchor + 120k``, the first such instant after the change. ``now``/``at``: as
+    :func:`first_fire` (a one-shot fires at its instant, at once if it is past).
+    """
+    now = to_utc(now, "now")
+    if schedule.one_shot:
+        return first_fire(schedule, now)
+    bound = now if last_fired is None else max(now, to_utc(last_fired, "last_fired"))
+    if schedule.kind is ScheduleKind.EVERY and _anchor(schedule) is None:
+        schedule = replace(schedule, anchor=now)
+    return next_fire_after(schedule, bound)

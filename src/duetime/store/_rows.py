@@ -18,6 +18,8 @@ from duetime._types import (
     ApiRole,
     Attempt,
     AttemptOutcome,
+    CalendarInterval,
+    CalendarUnit,
     DeliveryMode,
     Job,
     JobStatus,
@@ -38,6 +40,7 @@ from duetime._types import (
 )
 from duetime.policies.fairness import FairItem, TenantQuota, bucket_refill
 from duetime.policies.overlap import Candidate
+from duetime.policies.retry_rules import with_rules
 from duetime.store.base import ClaimedRun, PlannedSkip
 
 Row = Mapping[str, Any]
@@ -113,6 +116,12 @@ def _required(c: Codec, value: Any) -> datetime:
     return at
 
 
+def _calendar(row: Row) -> CalendarInterval | None:
+    """An ``every`` in calendar units (v16 columns); None for a fixed one, as on old rows."""
+    unit = row["every_unit"]
+    return None if unit is None else CalendarInterval(row["every_count"], CalendarUnit(unit))
+
+
 def schedule_from_row(row: Row, c: Codec) -> Schedule:
     every = row["every_us"]
     return Schedule(
@@ -122,6 +131,7 @@ def schedule_from_row(row: Row, c: Codec) -> Schedule:
         at=c.instant(row["at_instant"]),
         every=None if every is None else timedelta(microseconds=every),
         anchor=c.instant(row["anchor"]),
+        every_calendar=_calendar(row),
         hash_seed=job_hash_seed(row["tenant"], row["name"], row["cron"]),
     )
 
@@ -142,11 +152,14 @@ def job_from_row(row: Row, c: Codec) -> Job:
         schedule=schedule_from_row(row, c),
         status=JobStatus(row["status"]),
         priority=row["priority"],
-        retry=RetryPolicy(
-            max_attempts=row["max_attempts"],
-            backoff_base=row["backoff_base"],
-            backoff_factor=row["backoff_factor"],
-            backoff_cap=row["backoff_cap"],
+        retry=with_rules(
+            RetryPolicy(
+                max_attempts=row["max_attempts"],
+                backoff_base=row["backoff_base"],
+                backoff_factor=row["backoff_factor"],
+                backoff_cap=row["backoff_cap"],
+            ),
+            _rules(row, c),
         ),
         timeout=row["timeout_s"],
         misfire_policy=MisfirePolicy(row["misfire_policy"]),
@@ -168,6 +181,12 @@ def job_from_row(row: Row, c: Codec) -> Job:
         expected_duration=row["expected_duration_s"],
         jitter=row["jitter_s"],
         declared_delay=_delay(row["declared_delay_us"]),
+        start_at=c.instant(row["start_at"]),
+        end_at=c.instant(row["end_at"]),
+        max_runs=row["max_runs"],
+        runs_created=row["runs_created"],
+        replace_timeout=row["replace_timeout_s"],
+        max_waiting=row["max_waiting"],
         next_occurrence_at=_next_occurrence(row, c),
     )
 
@@ -223,12 +242,22 @@ def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
     return ClaimedRun(
         run=run_from_row(row, c),
         timeout=row["timeout_s"],
-        retry=_retry_policy(
-            row["max_attempts"], row["backoff_base"], row["backoff_factor"], row["backoff_cap"]
+        retry=with_rules(
+            _retry_policy(
+                row["max_attempts"], row["backoff_base"], row["backoff_factor"], row["backoff_cap"]
+            ),
+            _rules(row, c),
         ),
         delivery=_DELIVERIES[row["delivery"]],
         one_shot=bool(row["one_shot"]),
+        retry_from=c.instant(row["retry_from"]),
     )
+
+
+def _rules(row: Row, c: Codec) -> Any:
+    """The ``retry_rules`` column (JSON, NULL unless a window or classification is set)."""
+    value = row["retry_rules"]
+    return None if value is None else c.json(value)
 
 
 def attempt_from_row(row: Row, c: Codec) -> Attempt:

@@ -33,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from duetime import _json
@@ -59,7 +60,7 @@ from duetime._types import (
 )
 from duetime.errors import Conflict, NotFound, SchemaError
 from duetime.policies.fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
-from duetime.policies.overlap import StartVerdict, decide_start
+from duetime.policies.overlap import StartVerdict, decide_start, replacing_keys
 from duetime.policies.status import PENDING_END_STATE, STATUS_MOVES, lease_lost_decision
 from duetime.store import _rows
 from duetime.store._rows import Codec, to_micros
@@ -105,6 +106,7 @@ from duetime.store.base import (
     RunTriggerParams,
     TenantLimitsSetParams,
 )
+from duetime.store.cancel_news import CancelNews
 from duetime.store.sqlfile import Migration, load_migrations
 
 
@@ -134,6 +136,26 @@ class SQLStore(SQLObservability):
 
     async def _notify(self, conn: Any) -> None:
         raise NotImplementedError
+
+    _cancel_news: CancelNews | None = None
+
+    @property
+    def cancel_news(self) -> CancelNews:
+        """Runs asked to stop, as this process heard (store/cancel_news.py)."""
+        if self._cancel_news is None:
+            self._cancel_news = CancelNews()
+        return self._cancel_news
+
+    async def wait_for_cancels(
+        self, epoch: int, timeout: float
+    ) -> tuple[int, frozenset[uuid.UUID] | None]:
+        return await self.cancel_news.wait(epoch, timeout)
+
+    async def _announce_cancels(self, conn: Any, ids: list[uuid.UUID]) -> None:
+        """Tell the workers holding ``ids`` that they must stop (in the caller's transaction).
+        Here: this process's news (SQLite: a reader waits for the lock, so it reads after the
+        commit); PostgreSQL sends NOTIFY."""
+        self.cancel_news.heard(ids)
 
     async def _lock_keys(self, conn: Any, keys: list[str]) -> bool:
         """Serialize this transaction with others on ``keys`` (overlap keys, tenants) until
@@ -251,15 +273,28 @@ class SQLStore(SQLObservability):
                 raise Conflict(f"job {current.name!r} changed concurrently; try again")
             if params.status in PENDING_END_STATE:
                 state, reason = PENDING_END_STATE[params.status]
+                cancel = params.status is JobStatus.CANCELLED
+                withdrawn = 0
+                if not cancel:  # paused: runs not yet due are withdrawn (decision 0019)
+                    withdrawn = await self._exec(
+                        conn,
+                        "runs_withdraw_pending",
+                        job_id=current.id,
+                        now=params.withdraw_after or now,
+                    )
                 await self._exec(
                     conn,
                     "runs_end_pending",
                     job_id=current.id,
                     state=str(state),
                     reason=reason,
-                    include_manual=params.status is JobStatus.CANCELLED,
+                    include_manual=cancel,
                     now=now,
                 )
+                if withdrawn and current.max_runs is not None:
+                    # runs withdrawn before their instant do not count against max_runs
+                    await self._exec(conn, "jobs_uncount_runs", id=current.id, count=withdrawn)
+                    row = await self._job_row(conn, params.job)
             return _rows.job_from_row(row, self.codec)
 
     async def job_delete(self, ref: JobRef) -> None:
@@ -433,12 +468,14 @@ class SQLStore(SQLObservability):
             # they happen
             now = await self._now(conn, params.now)
         counted = await self._all(conn, "runs_running_by_key", keys=keys) if keys else []
+        running = {r["concurrency_key"]: r["running"] for r in counted}
+        candidates, running = await self._judge_waiting(conn, candidates, running, keys, now)
         quota_rows = await self._all(conn, "tenant_quotas", tenants=limited) if limited else []
         plan = plan_locked_claim(
             candidates,
             weights={r["tenant"]: r["weight"] for r in found},
             in_flight={r["tenant"]: r["running"] for r in found},
-            running={r["concurrency_key"]: r["running"] for r in counted},
+            running=running,
             quotas={
                 q.tenant: q
                 for q in (_rows.tenant_quota_from_row(r, self.codec, now) for r in quota_rows)
@@ -448,8 +485,6 @@ class SQLStore(SQLObservability):
             aging=aging,
         )
         decision = plan.decision
-        if decision.replace_keys:
-            await self._replace(conn, sorted(decision.replace_keys), now)
         if decision.skip:
             await self._exec(conn, "runs_skip_overlap", ids=decision.skip, now=now)
         buckets = plan.buckets()
@@ -461,33 +496,112 @@ class SQLStore(SQLObservability):
                 tokens=[b[1] for b in buckets],
                 now=now,
             )
-        if not decision.claim:
-            return [], True
-        claimed = await self._all(
-            conn,
-            "runs_claim_ids",
-            ids=decision.claim,
-            worker_id=params.worker_id,
-            lease_ttl=params.lease_ttl,
-            now=now,
-        )
+        claimed = []
+        if decision.claim:
+            claimed = await self._all(
+                conn,
+                "runs_claim_ids",
+                ids=decision.claim,
+                worker_id=params.worker_id,
+                lease_ttl=params.lease_ttl,
+                now=now,
+            )
+        # the runs left waiting for a busy key: at most their job's max_waiting
+        taken = {*decision.claim, *decision.skip}
+        capped = {
+            r["concurrency_key"]
+            for r in found
+            if r["concurrency_key"] is not None
+            and r["max_waiting"]
+            and self.codec.uuid(r["id"]) not in taken
+        }
+        await self._trim_waiting(conn, sorted(capped), now)
         return claimed, True
+
+    async def _judge_waiting(
+        self,
+        conn: Any,
+        candidates: list[Any],
+        running: dict[str, int],
+        keys: list[str],
+        now: datetime,
+    ) -> tuple[list[Any], dict[str, int]]:
+        """Before a locked claim decides (decision 0016): the busy keys a due ``replace`` run
+        wants are asked to stop (or cancelled, past their deadline), and the runs waiting
+        beyond their policy's bound are skipped (``runs_trim_waiting``). Returns the
+        candidates left and the running counts afterwards.
+
+        The trim comes first and runs for every ``buffer_one`` / ``replace`` key with a due
+        candidate (SQL sees the runs this claim's candidate list left out): a candidate an
+        older run or a newer running one supersedes is never claimed, and never replaces."""
+        newest_only = (OverlapPolicy.BUFFER_ONE, OverlapPolicy.REPLACE)
+        due = {c.key for _, c in candidates if c.due and c.policy in newest_only}
+        trimmed = await self._trim_waiting(conn, sorted(due), now)
+        if trimmed:
+            candidates = [p for p in candidates if p[1].id not in trimmed]
+        wanted = replacing_keys([c for _, c in candidates], running)
+        if wanted:
+            running = {**running, **await self._replace(conn, wanted, now)}
+        return candidates, running
+
+    async def _trim_waiting(self, conn: Any, keys: list[str], now: datetime) -> set[uuid.UUID]:
+        """``runs_trim_waiting`` of ``keys``: the runs skipped."""
+        if not keys:
+            return set()
+        rows = await self._all(conn, "runs_trim_waiting", keys=sorted(keys), now=now)
+        return {self.codec.uuid(r["id"]) for r in rows}
 
     async def _replace(
         self, conn: Any, keys: list[str], now: datetime, *, keep: uuid.UUID | None = None
-    ) -> None:
-        """Cancel the running runs of ``keys`` (but ``keep``), recording their attempts."""
-        victims = [
-            _rows.run_from_row(r, self.codec)
-            for r in await self._all(conn, "runs_running_of_keys", keys=keys)
-        ]
-        for run in victims:
+    ) -> dict[str, int]:
+        """Replace the running runs of ``keys`` (but ``keep``): one that has not started is
+        cancelled at once; one that has is asked to stop (``replace_deadline`` = now + its
+        job's ``replace_timeout``, its worker told at once), and cancelled outright once that
+        deadline has passed. Attempts of cancelled runs are recorded. Returns, per key, the
+        runs still running (the successor waits for them).
+
+        A run claimed ahead whose instant has not come is newer than the successor: it is
+        left alone and the successor waits (at that instant it starts, and the trim
+        supersedes the successor). Every run asked or cancelled is announced, so its worker
+        stops it and frees its slot at once."""
+        left = dict.fromkeys(keys, 0)
+        asked: list[uuid.UUID] = []
+        rows = await self._all(conn, "runs_replace_victims", keys=keys)
+        runs = [_rows.run_from_row(row, self.codec) for row in rows]
+        # the successor claimed ahead and starting: a run claimed ahead newer than it wins
+        since = next((r.scheduled_for for r in runs if r.id == keep), None)
+        for row, run in zip(rows, runs, strict=True):
             if run.id == keep:
                 continue
+            if run.started_at is None and (
+                run.available_at > now or (since is not None and run.scheduled_for > since)
+            ):
+                left[row["concurrency_key"]] += 1
+                continue
+            deadline = self.codec.instant(row["replace_deadline"])
+            if run.started_at is not None and (deadline is None or deadline > now):
+                left[row["concurrency_key"]] += 1
+                if deadline is None:
+                    await self._exec(
+                        conn,
+                        "run_replace_request",
+                        id=run.id,
+                        token=run.token,
+                        deadline=now + timedelta(seconds=row["replace_timeout_s"]),
+                    )
+                    asked.append(run.id)
+                continue
             if await self._exec(conn, "run_replace", id=run.id, token=run.token, now=now):
-                await self._attempts_insert(
-                    conn, [run], "cancelled", "replaced by a newer run", now
+                message = (
+                    "replaced by a newer run"
+                    if deadline is None
+                    else "replaced: did not stop within its replace_timeout"
                 )
+                await self._attempts_insert(conn, [run], "cancelled", message, now)
+                asked.append(run.id)
+        if asked:
+            await self._announce_cancels(conn, asked)
+        return left
 
     async def runs_misfire(self, params: RunsMisfireParams) -> list[str]:
         rows = await self._write_all(
@@ -532,8 +646,12 @@ class SQLStore(SQLObservability):
                 query = "run_start_skip" if verdict is StartVerdict.SKIP else "run_start_defer"
                 await self._exec(conn, query, id=run_id, token=token, now=at)
                 return False
-            if verdict is StartVerdict.REPLACE:
-                await self._replace(conn, [key], at, keep=run_id)
+            if verdict is StartVerdict.REPLACE and any(
+                (await self._replace(conn, [key], at, keep=run_id)).values()
+            ):
+                # the runs it replaces were asked to stop: it waits for them (decision 0016)
+                await self._exec(conn, "run_start_defer", id=run_id, token=token, now=at)
+                return False
         changed = await self._exec(
             conn,
             "run_start",
@@ -568,7 +686,19 @@ class SQLStore(SQLObservability):
             if not rows:
                 return ReapResult(0, 0)
             claimed = [_rows.claimed_from_row(r, self.codec) for r in rows]
-            decisions = [lease_lost_decision(c.run, c.delivery) for c in claimed]
+            decisions = [
+                # a run a newer one replaces (decision 0016) is not retried: it ends replaced
+                (RunState.CANCELLED, "replaced")
+                if r["replace_deadline"] is not None
+                else lease_lost_decision(
+                    c.run,
+                    c.delivery,
+                    # the window only stops retries: a run claimed ahead that never started
+                    # still owes its first attempt, however late
+                    window_over=c.run.started_at is not None and c.retry_window_over(now),
+                )
+                for r, c in zip(rows, claimed, strict=True)
+            ]
             await self._exec(
                 conn,
                 "runs_reap",
@@ -705,6 +835,16 @@ class SQLStore(SQLObservability):
     async def runs_held(self, worker_id: str) -> list[ClaimedRun]:
         rows = await self._read_all("runs_held", worker_id=worker_id)
         return [_rows.claimed_from_row(r, self.codec) for r in rows]
+
+    async def runs_stop_requested(
+        self, runs: Sequence[tuple[uuid.UUID, int]]
+    ) -> dict[uuid.UUID, str]:
+        if not runs:
+            return {}
+        rows = await self._read_all(
+            "runs_stop_requested", ids=[r[0] for r in runs], tokens=[r[1] for r in runs]
+        )
+        return {self.codec.uuid(r["id"]): r["reason"] for r in rows}
 
     async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
         if not runs:
@@ -1046,33 +1186,107 @@ class SQLTransaction:
 
     # --- runs -----------------------------------------------------------------------------
 
+    async def job_last_occurrence(self, job_id: uuid.UUID) -> datetime | None:
+        """The latest occurrence of the job's scheduled runs that fired (not skipped for a
+        schedule change); None if there is none."""
+        row = await self._store._one(self._conn, "job_last_occurrence", job_id=job_id)
+        return None if row is None else self._store.codec.instant(row["last"])
+
     async def runs_end_pending(
-        self, job_id: uuid.UUID, state: RunState, reason: str, *, include_manual: bool
+        self,
+        job_id: uuid.UUID,
+        state: RunState,
+        reason: str,
+        *,
+        include_manual: bool,
+        after: datetime | None = None,
     ) -> int:
-        """End the job's not-yet-started runs (token bumped) as ``state`` with ``reason``."""
-        return await self._store._exec(
+        """End the job's not-yet-started runs (token bumped) as ``state`` with ``reason``.
+        Without ``include_manual`` (the job is not being cancelled), its scheduled runs not
+        yet due — their instant after ``after``, default the transaction's instant — and
+        never started are withdrawn first: deleted, their count against ``max_runs`` given
+        back (decision 0019). Returns how many runs were ended or withdrawn."""
+        now = await self.now()
+        withdrawn = 0
+        if not include_manual:
+            withdrawn = await self._store._exec(
+                self._conn, "runs_withdraw_pending", job_id=job_id, now=after or now
+            )
+        ended = await self._store._exec(
             self._conn,
             "runs_end_pending",
             job_id=job_id,
             state=str(state),
             reason=reason,
             include_manual=include_manual,
-            now=await self.now(),
+            now=now,
         )
+        if withdrawn:
+            await self._store._exec(self._conn, "jobs_uncount_runs", id=job_id, count=withdrawn)
+        return withdrawn + ended
 
     async def runs_insert_planned(self, runs: Sequence[tuple[Job, PlannedRun]]) -> int:
         """Insert the planned runs in one statement (an existing occurrence is left alone);
         announce them (NOTIFY) with the commit. Returns how many were new."""
+        return len(await self._runs_insert(runs))
+
+    async def runs_insert_counted(
+        self, runs: Sequence[tuple[Job, PlannedRun]]
+    ) -> dict[uuid.UUID, int]:
+        """:meth:`runs_insert_planned`, answering how many runs were new per job id."""
+        inserted = await self._runs_insert(runs)
+        return Counter(self._store.codec.uuid(r["job_id"]) for r in inserted)
+
+    async def _runs_insert(self, runs: Sequence[tuple[Job, PlannedRun]]) -> list[Any]:
+        """The rows (id, job_id) of the planned runs that were new."""
         if not runs:
-            return 0
+            return []
         now = await self.now()
         rows = [planned_run_values(job, planned) for job, planned in runs]
-        inserted = await self._store._all(
+        inserted: list[Any] = await self._store._all(
             self._conn, "runs_insert", batch=self._store._records(rows), now=now
         )
         if inserted:
             await self._store._notify(self._conn)
-        return len(inserted)
+        return inserted
+
+    async def jobs_count_runs(self, counts: Sequence[tuple[uuid.UUID, int, bool]]) -> None:
+        """Add each bounded job's new runs to its count; complete the flagged ones and those
+        whose count reached ``max_runs`` (one statement)."""
+        if counts:
+            await self._store._exec(
+                self._conn,
+                "jobs_count_runs",
+                ids=[c[0] for c in counts],
+                added=[c[1] for c in counts],
+                complete=[c[2] for c in counts],
+                now=await self.now(),
+            )
+
+    async def runs_end_outside(
+        self,
+        job_id: uuid.UUID,
+        start_at: datetime | None,
+        end_at: datetime | None,
+        *,
+        after: datetime | None = None,
+    ) -> int:
+        """Withdraw the job's scheduled runs outside ``start_at``…``end_at`` that are not yet
+        due (their instant after ``after``, default the transaction's instant) and never
+        started — deleted, their count against ``max_runs`` given back — and skip its other
+        not-yet-started ones there (``out_of_bounds``, still counted). Returns how many runs
+        were withdrawn or skipped."""
+        if start_at is None and end_at is None:
+            return 0
+        bounds = {"job_id": job_id, "start_at": start_at, "end_at": end_at}
+        now = await self.now()
+        withdrawn = await self._store._exec(
+            self._conn, "runs_withdraw_outside", **bounds, now=after or now
+        )
+        ended = await self._store._exec(self._conn, "runs_end_outside", **bounds, now=now)
+        if withdrawn:
+            await self._store._exec(self._conn, "jobs_uncount_runs", id=job_id, count=withdrawn)
+        return withdrawn + ended
 
     async def skips_insert(self, skips: Sequence[tuple[uuid.UUID, PlannedSkip]]) -> int:
         """Record skipped occurrences (first, last, count, reason) of each job, in one

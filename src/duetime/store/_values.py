@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime import _json
-from duetime._types import Job, MisfirePolicy, OverlapPolicy, RunTrigger, Schedule
+from duetime._types import Job, MisfirePolicy, OverlapPolicy, RetryPolicy, RunTrigger, Schedule
+from duetime.policies.retry_rules import rules_document
 from duetime.store.base import JobUpsertParams, PlannedRun, RunCompletion, RunTriggerParams
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -21,6 +22,7 @@ _MICROSECOND = timedelta(microseconds=1)
 def job_values(
     params: JobUpsertParams, job_id: uuid.UUID, schedule: Schedule, next_fire_at: datetime | None
 ) -> dict[str, Any]:
+    calendar = schedule.every_calendar
     return {
         "id": job_id,
         "tenant": params.tenant,
@@ -32,9 +34,12 @@ def job_values(
         "tz": schedule.tz,
         "at_instant": schedule.at,
         "every_us": schedule.every,
+        "every_count": None if calendar is None else calendar.count,
+        "every_unit": None if calendar is None else str(calendar.unit),
         "anchor": schedule.anchor,
         "priority": params.priority,
         "max_attempts": params.retry.max_attempts,
+        "retry_rules": _rules_text(params.retry),
         "backoff_base": params.retry.backoff_base,
         "backoff_factor": params.retry.backoff_factor,
         "backoff_cap": params.retry.backoff_cap,
@@ -58,7 +63,18 @@ def job_values(
         "declared_delay_us": (
             None if params.declared_delay is None else params.declared_delay // _MICROSECOND
         ),
+        "start_at": params.start_at,
+        "end_at": params.end_at,
+        "max_runs": params.max_runs,
+        "replace_timeout_s": params.replace_timeout,
+        "max_waiting": params.max_waiting,
     }
+
+
+def _rules_text(retry: RetryPolicy) -> str | None:
+    """The ``retry_rules`` column as JSON text (NULL without a window or classification)."""
+    document = rules_document(retry)
+    return None if document is None else _json.dumps(document)
 
 
 def new_webhook_secret() -> str:
@@ -89,6 +105,7 @@ def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> di
         "available_at": available_at,
         "priority": job.priority,
         "max_attempts": job.retry.max_attempts,
+        "retry_rules": _rules_text(job.retry),
         "backoff_base": job.retry.backoff_base,
         "backoff_factor": job.retry.backoff_factor,
         "backoff_cap": job.retry.backoff_cap,

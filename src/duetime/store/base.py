@@ -112,6 +112,18 @@ class JobUpsertParams:
     again with the same delay keeps its instant."""
     rearm: bool = False
     """Treat the schedule as changed even when it is declared unchanged (re-arm it)."""
+    declared_at: datetime | None = None
+    """The instant registration validated these params at (its clock's now): a changed
+    schedule's first instant is computed from it (None: the transaction's instant)."""
+    start_at: datetime | None = None
+    """A recurring job's bounds (``Job.start_at``, ``end_at``, ``max_runs``); registration
+    decides what a change of them does (``scheduler/bounds.py``)."""
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    replace_timeout: float = 30.0
+    """With overlap ``replace``: seconds a replaced run gets to stop (``Job.replace_timeout``)."""
+    max_waiting: int = 0
+    """Runs that may wait for the overlap key while it is busy, 0 = no limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,15 +150,19 @@ class JobListParams:
 class JobSetStatusParams:
     """Pause, resume or cancel. Allowed moves: active⇄paused, active|paused→cancelled.
 
-    Pausing marks the job's not-yet-started scheduled runs ``skipped`` (reason ``paused``);
-    cancelling marks them ``cancelled``. Resuming recomputes ``next_fire_at`` (given) so the
-    paused occurrences are not misfired. Raises Conflict for an illegal move.
+    Pausing withdraws (deletes) the job's scheduled runs not yet due — their instant after
+    ``withdraw_after``, default the transaction's instant — and never started, giving their
+    count against ``max_runs`` back, and marks its other not-yet-started scheduled runs
+    ``skipped`` (reason ``paused``); cancelling marks them ``cancelled``. Resuming recomputes
+    ``next_fire_at`` (given) so the paused occurrences are not misfired. Raises Conflict for
+    an illegal move.
     """
 
     job: JobRef
     status: JobStatus
     next_fire_at: datetime | None = None
     now: datetime | None = None
+    withdraw_after: datetime | None = None
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -174,6 +190,8 @@ class JobPlan:
     runs: list[PlannedRun]
     skips: list[PlannedSkip]
     next_fire_at: datetime | None
+    complete: bool = False
+    """The job has no occurrence left within its bounds: it becomes ``completed``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +266,19 @@ class ClaimedRun:
     retry: RetryPolicy
     delivery: DeliveryMode
     one_shot: bool
+    retry_from: datetime | None = None
+    """Where the retry window (``retry.within``) counts from: the run's last replay; None for
+    a run never replayed (its window counts from ``scheduled_for``)."""
+
+    @property
+    def window_from(self) -> datetime:
+        """The start of the run's retry window (``retry_from`` or ``scheduled_for``)."""
+        return self.retry_from or self.run.scheduled_for
+
+    def retry_window_over(self, at: datetime) -> bool:
+        """Whether a retry starting at ``at`` would start past the run's retry window."""
+        within = self.retry.within
+        return within is not None and at > self.window_from + timedelta(seconds=within)
 
 
 @dataclass(frozen=True, slots=True)
@@ -771,10 +802,24 @@ class StoreTx(Protocol):
         """Set each job's ``next_fire_at`` (one statement)."""
         ...
 
+    async def job_last_occurrence(self, job_id: uuid.UUID) -> datetime | None:
+        """The latest occurrence (``scheduled_for``) of the job's scheduled runs that fired:
+        every one but those skipped for a schedule change; None if there is none."""
+        ...
+
     async def runs_end_pending(
-        self, job_id: uuid.UUID, state: RunState, reason: str, *, include_manual: bool
+        self,
+        job_id: uuid.UUID,
+        state: RunState,
+        reason: str,
+        *,
+        include_manual: bool,
+        after: datetime | None = None,
     ) -> int:
-        """End the job's not-yet-started runs as ``state`` (token bumped: fences workers)."""
+        """End the job's not-yet-started runs as ``state`` (token bumped: fences workers).
+        Without ``include_manual``, its scheduled runs whose instant is after ``after``
+        (default: the transaction's instant) and that never started are withdrawn instead:
+        deleted, their count against ``max_runs`` given back. Returns how many runs."""
         ...
 
     async def runs_insert_planned(self, runs: Sequence[tuple[Job, PlannedRun]]) -> int:
@@ -784,6 +829,33 @@ class StoreTx(Protocol):
 
     async def skips_insert(self, skips: Sequence[tuple[uuid.UUID, PlannedSkip]]) -> int:
         """Record skipped occurrences of each job (one statement)."""
+        ...
+
+    async def runs_insert_counted(
+        self, runs: Sequence[tuple[Job, PlannedRun]]
+    ) -> dict[uuid.UUID, int]:
+        """:meth:`runs_insert_planned`, answering how many runs were new per job id."""
+        ...
+
+    async def jobs_count_runs(self, counts: Sequence[tuple[uuid.UUID, int, bool]]) -> None:
+        """Bounded jobs after a materialization (one statement): each ``(job id, runs created,
+        complete)`` adds the runs to the job's ``runs_created``; an active job that is flagged,
+        or whose count reached its ``max_runs``, becomes ``completed`` (no next fire)."""
+        ...
+
+    async def runs_end_outside(
+        self,
+        job_id: uuid.UUID,
+        start_at: datetime | None,
+        end_at: datetime | None,
+        *,
+        after: datetime | None = None,
+    ) -> int:
+        """End the job's not-yet-started scheduled runs before ``start_at`` or after
+        ``end_at``: those not yet due (their instant after ``after``, default the
+        transaction's instant) are withdrawn (deleted; they no longer count against its
+        ``max_runs``), the others skipped (reason ``out_of_bounds``, token bumped). Returns
+        how many."""
         ...
 
 
@@ -817,6 +889,15 @@ class Store(Protocol):
     async def wait_for_runs(self, timeout: float) -> bool:
         """Wait for news of new due runs (PostgreSQL NOTIFY; SQLite: this process's own
         writes) or ``timeout``. Callers poll again either way; True means "news came"."""
+        ...
+
+    async def wait_for_cancels(
+        self, epoch: int, timeout: float
+    ) -> tuple[int, frozenset[uuid.UUID] | None]:
+        """Wait for news of running runs asked to stop (overlap ``replace``; PostgreSQL
+        NOTIFY, SQLite this process's own writes) announced after ``epoch`` (start from 0), or
+        ``timeout``: the epoch now and the runs' ids (empty: none; None: some may have gone
+        unheard, check every run). See store/cancel_news.py."""
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[StoreTx]:
@@ -892,6 +973,13 @@ class Store(Protocol):
     async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
         """Of ``runs`` ((id, token) pairs still running with that token), those a cancel was
         requested for."""
+        ...
+
+    async def runs_stop_requested(
+        self, runs: Sequence[tuple[uuid.UUID, int]]
+    ) -> dict[uuid.UUID, str]:
+        """:meth:`runs_cancel_requested` with the reason each must stop: ``replaced`` (a newer
+        run of an overlap ``replace`` waits for it) or ``cancelled``."""
         ...
 
     async def exactly_once_begin(self) -> ExactlyOnceTx:

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from duetime import _json
-from duetime.errors import UnsupportedFeature, ValidationError
+from duetime.errors import UsageError, ValidationError
 
 CHECKPOINT_LIMIT = 64 * 1024
 """Largest checkpoint, in bytes of JSON."""
@@ -42,6 +42,10 @@ class RunContext:
     ``token`` is the fencing token of this attempt; pass it to systems that can fence writes.
     ``last_checkpoint`` is the latest checkpoint an earlier attempt of this run saved (None if
     none did): resume from it.
+
+    A call that misuses this API (a progress outside 0-1, a checkpoint that is not JSON,
+    :meth:`transaction` outside an async exactly-once task) raises
+    :class:`~duetime.errors.UsageError`, which ends the run ``dead`` on its first attempt.
 
     Long runs report back through :meth:`progress` and :meth:`checkpoint` and watch
     :attr:`cancelled`; exactly-once jobs write their effect through :meth:`transaction`. These
@@ -86,11 +90,11 @@ class RunContext:
             or not math.isfinite(fraction)
             or not 0 <= fraction <= 1
         ):
-            raise ValidationError("progress", f"must be a number from 0 to 1, got {fraction!r}")
+            raise UsageError("progress", f"must be a number from 0 to 1, got {fraction!r}")
         if message is not None and (
             not isinstance(message, str) or len(message) > PROGRESS_MESSAGE_LIMIT
         ):
-            raise ValidationError(
+            raise UsageError(
                 "progress message", f"must be a string of at most {PROGRESS_MESSAGE_LIMIT} chars"
             )
         if self.hooks is not None:
@@ -104,8 +108,11 @@ class RunContext:
         In a sync task the call returns once the checkpoint is stored. In an async task it
         returns at once and the write happens in the background; ``await ctx.flush()`` waits
         for it. Either way every checkpoint is stored before the attempt's outcome is written.
-        Raises ValidationError for data that is not JSON or is too large."""
-        encoded = _json.encode_payload(data, limit=CHECKPOINT_LIMIT, field="checkpoint")
+        Raises UsageError for data that is not JSON or is too large."""
+        try:
+            encoded = _json.encode_payload(data, limit=CHECKPOINT_LIMIT, field="checkpoint")
+        except ValidationError as exc:
+            raise UsageError(exc.field, exc.reason) from None
         if self.hooks is not None:
             self.hooks.checkpoint(encoded)
 
@@ -132,5 +139,5 @@ class RunContext:
         transaction; an exception leaving a block undoes that block's writes. Use the same
         database as duetime; do not commit or roll back on the connection yourself."""
         if self.hooks is None:
-            raise UnsupportedFeature("ctx.transaction() needs a worker: this context has none")
+            raise UsageError("ctx.transaction()", "needs a worker: this context has none")
         return self.hooks.transaction()

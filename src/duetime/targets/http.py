@@ -454,7 +454,11 @@ class HostPolicy:
 
 
 class WebhookFailed(Exception):
-    """A retryable failure: 408, 429 or 5xx without ``Retry-After``, a connection error."""
+    """A retryable failure: 408, 429 or 5xx without ``Retry-After``, a connection error.
+    ``http_status`` is the response's status (None for a connection error); a job's
+    ``retry_on_status`` / ``permanent_on_status`` classify by it (policies/retry_rules.py)."""
+
+    http_status: int | None = None
 
 
 class WebhookTimeout(TimeoutError):
@@ -464,9 +468,14 @@ class WebhookTimeout(TimeoutError):
 class WebhookRetryLater(RetryLater):
     """A retryable status with ``Retry-After``: retried after that delay."""
 
+    http_status: int | None = None
+
 
 class WebhookRejected(Permanent):
-    """A 3xx (redirects are not followed) or a 4xx other than 408/429: the run goes dead."""
+    """A 3xx (redirects are not followed) or a 4xx other than 408/429: the run goes dead
+    (unless the job's ``retry_on_status`` lists its ``http_status``)."""
+
+    http_status: int | None = None
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -660,23 +669,32 @@ def _refusal_in(exc: BaseException) -> HostRefused | None:
 def _raise_for_status(
     where: str, status: int, excerpt: str, retry_after: str | None, location: str | None
 ) -> None:
+    """Raise the failure a non-2xx ``status`` is, carrying it as ``http_status``."""
+    failure = _status_failure(where, status, excerpt, retry_after, location)
+    failure.http_status = status
+    raise failure
+
+
+def _status_failure(
+    where: str, status: int, excerpt: str, retry_after: str | None, location: str | None
+) -> WebhookFailed | WebhookRetryLater | WebhookRejected:
     detail = f"{where} returned {status}" + (f": {excerpt}" if excerpt else "")
     if status == 408 or status == 429 or status >= 500:
         delay = retry_after_seconds(retry_after)
         if delay is not None:
-            raise WebhookRetryLater(f"{detail} (Retry-After {delay:g}s)", delay=delay)
-        raise WebhookFailed(detail)
+            return WebhookRetryLater(f"{detail} (Retry-After {delay:g}s)", delay=delay)
+        return WebhookFailed(detail)
     if 300 <= status < 400:
         moved = ""
         if location:  # without its query string, which may carry a token
             parts = urlsplit(location[:MAX_URL])
             moved = f" to {parts.scheme + '://' if parts.scheme else ''}{parts.netloc}{parts.path}"
             moved = moved[: EXCERPT + 4]
-        raise WebhookRejected(
+        return WebhookRejected(
             f"{where} returned {status} (a redirect{moved}); redirects are not followed: "
             "point the target at the final URL"
         )
-    raise WebhookRejected(detail)
+    return WebhookRejected(detail)
 
 
 __all__ = [

@@ -68,9 +68,15 @@ class TaskRegistry:
         return name in self._tasks
 
 
+def call_args(task: TaskDef, ctx: RunContext) -> tuple[Any, ...]:
+    """The arguments ``task`` is called with for ``ctx``: as many of (ctx, payload) as it
+    takes."""
+    return (ctx, ctx.payload)[: task.arity]
+
+
 async def invoke(task: TaskDef, ctx: RunContext, executor: Executor | None) -> Any:
     """Call ``task`` for ``ctx``. A sync task runs in ``executor`` (a thread)."""
-    args = (ctx, ctx.payload)[: task.arity]
+    args = call_args(task, ctx)
     if task.is_async:
         return await task.func(*args)
     loop = asyncio.get_running_loop()

@@ -48,9 +48,12 @@ class RemoteFailure(Exception):
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    """``kept``: leases extended. ``cancel_requested``: the run was cancelled by an operator —
-    stop working on it (its completion would be refused). ``lost``: the lease is gone (expired
-    and reaped, or taken by another worker) — stop, the run is someone else's now."""
+    """``kept``: leases extended. ``cancel_requested``: stop working on the run — cancelled by
+    an operator (its completion would be refused), or replaced by a newer run of its job
+    (overlap ``replace``: it is in ``kept`` too, its lease holds until its ``replace_timeout``;
+    report the attempt once stopped, ``failed`` ends it ``replaced``; the newer run starts
+    then). ``lost``: the lease is gone (expired and reaped, or taken by another worker) —
+    stop, the run is someone else's now."""
 
     kept: list[uuid.UUID]
     lost: list[uuid.UUID]
@@ -147,6 +150,8 @@ class RemoteWorkers:
                 continue
             (cancelled if run.state is RunState.CANCELLED else lost).append(run_id)
         ordered = list(dict.fromkeys(run_id for run_id, _ in runs if run_id in kept))
+        replaced = await self.store.runs_cancel_requested([r for r in runs if r[0] in kept])
+        cancelled += [run_id for run_id in ordered if run_id in replaced]
         return HeartbeatResult(kept=ordered, lost=lost, cancel_requested=cancelled)
 
     async def complete(self, worker_id: str, report: RemoteOutcome) -> Run:
@@ -168,6 +173,8 @@ class RemoteWorkers:
                 f"{run.state}, token {run.token}); this outcome was not applied"
             )
         completion = self._completion(owner, claimed, report, await self.store.db_now())
+        if report.outcome == "failed" and run.cancel_requested:
+            completion = await self._stopped_for_replace(completion)
         (applied,) = await self.store.runs_complete(
             RunsCompleteParams([completion], tenant=self.tenant)
         )
@@ -178,6 +185,20 @@ class RemoteWorkers:
                 "not applied"
             )
         return await self.store.run_get(self.tenant, run.id)
+
+    async def _stopped_for_replace(self, completion: RunCompletion) -> RunCompletion:
+        """A failure reported by a run replaced by a newer one (it was told to stop) ends it
+        ``cancelled`` / ``replaced``, never retried (decision 0016)."""
+        stops = await self.store.runs_stop_requested([(completion.run_id, completion.token)])
+        if stops.get(completion.run_id) != "replaced":
+            return completion
+        return dataclasses.replace(
+            completion,
+            outcome=AttemptOutcome.CANCELLED,
+            next_state=RunState.CANCELLED,
+            available_at=None,
+            reason="replaced",
+        )
 
     def _completion(
         self, owner: str, claimed: ClaimedRun, report: RemoteOutcome, now: datetime
@@ -203,6 +224,8 @@ class RemoteWorkers:
                 policy=claimed.retry,
                 delivery=claimed.delivery,
                 now=now,
+                window_from=claimed.window_from,
+                error_class=report.error_class,
             )
             decision = dataclasses.replace(
                 decision,

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from duetime._types import AttemptOutcome, DeliveryMode, RetryPolicy, RunState
-from duetime.errors import Permanent, RetryLater
+from duetime.errors import MAX_RETRY_DELAY, RetryLater
+from duetime.policies.retry_rules import dead_reason, dead_reason_by_name
 
 
 # The outcome half of store.base.RunCompletion, kept apart on purpose: a pure decision, no fence.
@@ -83,29 +84,43 @@ def after_failure(
     policy: RetryPolicy,
     delivery: DeliveryMode,
     now: datetime,
+    window_from: datetime,
     rng: random.Random | None = None,
+    error_class: str | None = None,
 ) -> Decision:
-    """A failed (or timed-out) attempt: retry with backoff, or dead when the error is permanent,
-    the attempts are exhausted, or the job is at-most-once."""
-    error_class, message = error_text(exc)
+    """A failed (or timed-out) attempt: retry with backoff, or dead when the error is permanent
+    (policies/retry_rules.py: the most specific class the job lists or duetime classifies —
+    ``Permanent``, ``UsageError``, ``ValidationError`` but not ``UnknownTask``), the job is
+    at-most-once, the attempts are exhausted, or the retry would start past the job's window
+    (``policy.within`` after ``window_from``: the run's ``scheduled_for``, or its last
+    replay). ``error_class``, when given, is the name
+    the failure is known by (a remote worker's report) and is classified by that name."""
+    name, message = error_text(exc)
     tb = traceback_text(exc)
-    if isinstance(exc, Permanent):
-        return Decision(outcome, RunState.DEAD, None, "permanent_error", error_class, message, tb)
+    permanent = _permanent(exc, policy, error_class)
+    if permanent is not None:
+        return Decision(outcome, RunState.DEAD, None, permanent, name, message, tb)
     if delivery is DeliveryMode.AT_MOST_ONCE:
-        return Decision(
-            outcome, RunState.DEAD, None, "at_most_once_failed", error_class, message, tb
-        )
+        return Decision(outcome, RunState.DEAD, None, "at_most_once_failed", name, message, tb)
     if attempt >= max_attempts:
-        return Decision(
-            outcome, RunState.DEAD, None, "attempts_exhausted", error_class, message, tb
-        )
-    if isinstance(exc, RetryLater) and exc.delay is not None:
-        delay = max(0.0, exc.delay)
+        return Decision(outcome, RunState.DEAD, None, "attempts_exhausted", name, message, tb)
+    asked = exc.delay if isinstance(exc, RetryLater) else None
+    if isinstance(asked, int | float) and 0 <= asked <= MAX_RETRY_DELAY:  # else checked at raise
+        delay = float(asked)
     else:
         delay = backoff_delay(policy, attempt, rng)
-    return Decision(
-        outcome, RunState.SCHEDULED, now + timedelta(seconds=delay), None, error_class, message, tb
-    )
+    available_at = now + timedelta(seconds=delay)
+    if policy.within is not None and available_at > window_from + timedelta(seconds=policy.within):
+        return Decision(outcome, RunState.DEAD, None, "retry_window_exhausted", name, message, tb)
+    return Decision(outcome, RunState.SCHEDULED, available_at, None, name, message, tb)
+
+
+def _permanent(exc: BaseException, policy: RetryPolicy, error_class: str | None) -> str | None:
+    """The dead reason when ``exc`` is not to be retried (``permanent_error``, or
+    ``usage_error`` for a misuse of duetime's API); None when it may be retried."""
+    if error_class is not None:
+        return dead_reason_by_name(error_class, exc, policy)
+    return dead_reason(exc, policy)
 
 
 _SUCCESS = Decision(AttemptOutcome.SUCCEEDED, RunState.SUCCEEDED)

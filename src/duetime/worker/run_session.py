@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from duetime._types import DeliveryMode, Run
-from duetime.errors import UnsupportedFeature
+from duetime.errors import UsageError
 from duetime.store.base import (
     ExactlyOnceTx,
     RunCheckpointParams,
@@ -231,21 +231,22 @@ class RunSession:
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.delivery is not DeliveryMode.EXACTLY_ONCE:
-            raise UnsupportedFeature(
-                f"ctx.transaction() is for exactly_once jobs; job {self.run.job_name!r} is "
-                f"{self.delivery}"
+            raise UsageError(
+                "ctx.transaction()",
+                f"is for exactly_once jobs; job {self.run.job_name!r} is {self.delivery}",
             )
         if not self._in_loop():
-            raise UnsupportedFeature(
-                "ctx.transaction() needs an async task; a sync task runs in a thread and cannot "
-                "share the worker's transaction (make the task `async def`)"
+            raise UsageError(
+                "ctx.transaction()",
+                "needs an async task; a sync task runs in a thread and cannot share the "
+                "worker's transaction (make the task `async def`)",
             )
         return self._transaction()
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Any]:
         if self._closed:
-            raise RuntimeError("this attempt has ended; its transaction is gone")
+            raise UsageError("ctx.transaction()", "this attempt has ended; its transaction is gone")
         if self._tx_lock is None:
             self._tx_lock = asyncio.Lock()
         async with self._tx_lock:

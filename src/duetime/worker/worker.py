@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -32,10 +33,11 @@ import socket
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from duetime import _tracing
 from duetime._aio import first_of, uncancellable
@@ -54,13 +56,14 @@ from duetime.store.base import (
 )
 from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
-from duetime.targets.python import TaskRegistry, invoke
+from duetime.targets.python import TaskRegistry, call_args, invoke
 from duetime.worker.claim_ahead import HELD_WAIT_LIMIT, ClaimAhead, held_too_long
 from duetime.worker.completer import Completer, CompletionListener
 from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
 from duetime.worker.run_session import RunSession
 from duetime.worker.starter import Starter, Stopped, retrying
+from duetime.worker.task_thread import TaskThread
 
 log = logging.getLogger("duetime.worker")
 
@@ -90,6 +93,11 @@ class _InFlight:
     """The runner executing it; None while it waits for one, and once it is done."""
     lease_lost: bool = False
     cancel_requested: bool = False
+    cancel_reason: str = "cancelled"
+    """Why a stop was requested: ``cancelled`` (an operator) or ``replaced`` (overlap
+    ``replace``: the run's successor waits for this attempt to end)."""
+    thread: TaskThread | None = None
+    """A sync task's call (a replaced run waits for its thread to return)."""
     handed_back: bool = False
     slotted: bool = False
     """A runner took it (a run claimed ahead waits for one: until then it has not begun here,
@@ -175,7 +183,7 @@ class Worker:
             store,
             batch=settings.worker_batch * 5,
             linger=COMPLETION_LINGER,
-            listener=self.observer.listener(on_complete),
+            listener=self.observer.listener(self._heard_completion(on_complete)),
             after_batch=self.observer.flush,
         )
         self.starter = Starter(
@@ -206,6 +214,8 @@ class Worker:
         self._slot_holders: dict[uuid.UUID, float] = {}
         """Runs holding a slot, since when (``perf_counter``), oldest first."""
         self._slot_freed = asyncio.Event()
+        self._replaced_ended = asyncio.Event()
+        """A replaced run's outcome was written: its successor may start now (claim again)."""
         self._beat_now = asyncio.Event()
         self._claiming = True
         self._offset = timedelta(0)
@@ -237,6 +247,7 @@ class Worker:
         loops = [
             asyncio.create_task(self._produce(stop), name="duetime-producer"),
             asyncio.create_task(self._heartbeat(stop), name="duetime-heartbeat"),
+            asyncio.create_task(self._watch_cancels(stop), name="duetime-cancels"),
         ]
         starter = asyncio.create_task(self.starter.run(starter_stop), name="duetime-starter")
         completer = asyncio.create_task(
@@ -416,7 +427,12 @@ class Worker:
             self._claim_failures = 0
             await self._spawn_all(claimed)
             if len(claimed) < limit:
-                await first_of(stop.wait(), self.store.wait_for_runs(self._poll_delay()))
+                await first_of(
+                    stop.wait(),
+                    self.store.wait_for_runs(self._poll_delay()),
+                    self._replaced_ended.wait(),
+                )
+                self._replaced_ended.clear()
 
     async def _spawn_all(self, claimed: list[ClaimedRun]) -> None:
         """Hand a claim's runs to the runners :data:`SPAWN_SLICE` at a time, the loop getting
@@ -453,6 +469,18 @@ class Worker:
                     "run %s: claimed by a claim whose answer was lost; running it", claimed.run.id
                 )
                 self._spawn(claimed)
+
+    def _heard_completion(self, then: CompletionListener | None) -> CompletionListener:
+        """``then``, after noting that a replaced run's attempt was recorded (its successor
+        waits for that: the producer claims again at once)."""
+
+        def heard(completion: RunCompletion, applied: bool) -> None:
+            if applied and completion.reason == "replaced":
+                self._replaced_ended.set()
+            if then is not None:
+                then(completion, applied)
+
+        return heard
 
     def _poll_delay(self) -> float:
         """Jittered; at most half the lookahead, so every run is claimed at least half a
@@ -608,7 +636,12 @@ class Worker:
                         decision = await self._call(item)
             except asyncio.CancelledError:
                 session.signal_cancel()
-                decision = self._interrupted(item)
+                # a replaced sync task still running when this wait is cancelled (shutdown,
+                # lost lease): nothing is recorded, so its successor cannot start beside it;
+                # the run's lease runs out (decision 0016)
+                decision = (
+                    self._interrupted(item) if await self._await_replaced_thread(item) else None
+                )
             if session.idle:
                 self._finish_now(item, decision)
             else:
@@ -691,11 +724,14 @@ class Worker:
                 LookupError(f"task {run.task!r} is not registered here"),
                 AttemptOutcome.FAILED,
             )
-        call = (
-            self.http.execute(ctx, run.target)
-            if run.target is not None
-            else invoke(task, ctx, self._executor)
-        )
+        call: Awaitable[Any]
+        if run.target is not None:
+            call = self.http.execute(ctx, run.target)
+        elif task.is_async:
+            call = invoke(task, ctx, self._executor)
+        else:  # its thread's end is known (a replaced run waits for it)
+            item.thread = TaskThread(self._executor, task.func, *call_args(task, ctx))
+            call = item.thread.result
         try:
             if claimed.timeout is not None:
                 await asyncio.wait_for(call, claimed.timeout)
@@ -722,6 +758,11 @@ class Worker:
         return after_success()
 
     def _failed(self, item: _InFlight, exc: BaseException, outcome: AttemptOutcome) -> Decision:
+        """What becomes of the run after its attempt failed or timed out: its retry policy
+        decides, except for a run replaced by a newer one (decision 0016), which ends
+        ``cancelled`` / ``replaced`` however it ended (a task that turns the cancel into its
+        own error, or fails as its successor comes due): its successor takes its place, never
+        its retry."""
         run = item.claimed.run
         decision = after_failure(
             exc=exc,
@@ -731,10 +772,25 @@ class Worker:
             policy=item.claimed.retry,
             delivery=item.claimed.delivery,
             now=self._db_now(),
+            window_from=item.claimed.window_from,
             rng=self._rng,
         )
+        if self._replaced(item):
+            decision = dataclasses.replace(
+                decision,
+                outcome=AttemptOutcome.CANCELLED,
+                next_state=RunState.CANCELLED,
+                available_at=None,
+                reason="replaced",
+            )
         self._log_failure(item, exc, decision)
         return decision
+
+    @staticmethod
+    def _replaced(item: _InFlight) -> bool:
+        """The run was asked to stop for a newer run (overlap ``replace``) and still holds its
+        lease: its attempt's outcome, if not a success, ends it ``replaced``."""
+        return item.cancel_requested and item.cancel_reason == "replaced" and not item.lease_lost
 
     def _log_failure(self, item: _InFlight, exc: BaseException, decision: Decision) -> None:
         """One WARNING line per failed attempt, with its traceback (as Celery's "Task …
@@ -762,6 +818,8 @@ class Worker:
                 run.attempt,
                 decision.reason,
             )
+        elif decision.reason == "replaced":
+            log.info("run %s of job %s ends replaced by a newer run", run.id, run.job_name)
         elif decision.next_state is RunState.SCHEDULED:
             log.info(
                 "run %s of job %s will be retried at %s (attempt %d of %d failed)",
@@ -793,8 +851,10 @@ class Worker:
         """The run's task was cancelled: its lease was lost, a cancel was requested, or the
         worker is shutting down."""
         if item.cancel_requested and not item.lease_lost:
+            reason = item.cancel_reason
+            message = "replaced by a newer run" if reason == "replaced" else "cancelled"
             return Decision(
-                AttemptOutcome.CANCELLED, RunState.CANCELLED, None, "cancelled", None, "cancelled"
+                AttemptOutcome.CANCELLED, RunState.CANCELLED, None, reason, None, message
             )
         if item.lease_lost:
             return Decision(
@@ -933,18 +993,69 @@ class Worker:
                     )
                 item.lease_lost = True
                 self._stop_run(item)
-        held = [i for i in items if i.claimed.run.id in kept and not i.done]
-        if not held:
+        await self._stop_requested([i for i in items if i.claimed.run.id in kept and not i.done])
+
+    async def _stop_requested(self, items: list[_InFlight]) -> None:
+        """Stop those of ``items`` a cancel or a replace asks to stop."""
+        if not items:
             return
-        cancels = await self.store.runs_cancel_requested(
-            [(i.claimed.run.id, i.claimed.run.token) for i in held]
+        stops = await self.store.runs_stop_requested(
+            [(i.claimed.run.id, i.claimed.run.token) for i in items]
         )
-        for item in held:
-            if item.claimed.run.id in cancels and not item.done and not item.cancel_requested:
+        for item in items:
+            reason = stops.get(item.claimed.run.id)
+            if reason is not None and not item.done and not item.cancel_requested:
                 with bind_run(item.claimed.run):
-                    log.info("run %s: cancel requested; stopping it", item.claimed.run.id)
+                    if reason == "replaced":
+                        log.info(
+                            "run %s: replaced by a newer run; stopping it", item.claimed.run.id
+                        )
+                    else:
+                        log.info("run %s: cancel requested; stopping it", item.claimed.run.id)
                 item.cancel_requested = True
+                item.cancel_reason = reason
                 self._stop_run(item)
+
+    async def _watch_cancels(self, stop: asyncio.Event) -> None:
+        """Stop a run as soon as the store announces it must stop (a ``replace``: PostgreSQL
+        NOTIFY, SQLite this process's writes) rather than at the next heartbeat."""
+        epoch = 0
+        while not stop.is_set():
+            try:
+                epoch, ids = await self.store.wait_for_cancels(epoch, SUMMARY_INTERVAL)
+                items = [
+                    i
+                    for i in self._inflight.values()
+                    if not i.done and (ids is None or i.claimed.run.id in ids)
+                ]
+                await self._stop_requested(items)
+            except Exception as exc:  # the heartbeat still checks; try again shortly
+                log.warning("checking for runs to stop failed: %s", exc)
+                await first_of(stop.wait(), asyncio.sleep(1.0))
+
+    async def _await_replaced_thread(self, item: _InFlight) -> bool:
+        """A replaced run's sync task keeps its thread: the attempt ends (and the successor
+        starts) when it returns, or when the store cancels the run past its replace_timeout
+        (this worker then loses the lease, which cancels this wait). False if this wait was
+        cancelled (the worker shuts down, or the lease was lost) while the thread still runs:
+        then the attempt must not be recorded; True otherwise."""
+        thread = item.thread
+        if thread is None or item.cancel_reason != "replaced" or not thread.abandon():
+            return True
+        log.info(
+            "run %s: replaced; waiting for its sync task to return (it should check ctx.cancelled)",
+            item.claimed.run.id,
+        )
+        try:
+            await thread.exited()
+        except asyncio.CancelledError:
+            log.warning(
+                "run %s: replaced, and its sync task has not returned; its outcome is not "
+                "recorded here, the run's lease will lapse",
+                item.claimed.run.id,
+            )
+            return False
+        return True
 
     def _stop_run(self, item: _InFlight) -> None:
         """Raise ``ctx.cancelled`` and cancel the run (a sync task's thread cannot be

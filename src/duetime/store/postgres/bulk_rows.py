@@ -16,6 +16,7 @@ from duetime.store.postgres import copy_text
 OWN_COLUMNS = (
     "id", "name", "payload", "metadata", "partition_key",
     "schedule_kind", "cron", "tz", "at_instant", "every_us", "anchor", "next_fire_at",
+    "every_count", "every_unit",
 )  # fmt: skip
 TAIL_COLUMNS = ("status", "created_at", "updated_at")
 
@@ -61,8 +62,9 @@ class Lines:
 
 
 def _timing_text(job: BulkJob) -> str:
-    """The fields from ``schedule_kind`` to ``next_fire_at``."""
+    """The fields from ``schedule_kind`` to ``every_unit``."""
     schedule = job.schedule
+    calendar = schedule.every_calendar
     return "\t".join((
         schedule.kind.value,
         copy_text.NULL if schedule.cron is None else copy_text.text(schedule.cron),
@@ -71,4 +73,6 @@ def _timing_text(job: BulkJob) -> str:
         copy_text.field(schedule.every),
         copy_text.instant(schedule.anchor),
         copy_text.instant(job.next_fire_at),
+        copy_text.field(None if calendar is None else calendar.count),
+        copy_text.field(None if calendar is None else str(calendar.unit)),
     ))  # fmt: skip

@@ -43,6 +43,7 @@ from duetime.store.base import (
     RunsCompleteParams,
     RunsStartParams,
 )
+from duetime.store.cancel_news import CHANNEL as CANCELS
 from duetime.store.postgres import bulk_rows
 from duetime.store.postgres._socket import has_unread_input
 from duetime.store.postgres.key_news import KeyNews
@@ -280,6 +281,12 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     async def _notify(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await self._exec(conn, "notify_runs")
 
+    async def _announce_cancels(
+        self, conn: psycopg.AsyncConnection[Any], ids: list[uuid.UUID]
+    ) -> None:
+        # delivered at commit to every listener, this process's included (_listen)
+        await self._exec(conn, "runs_cancels_notify", ids=ids)
+
     async def _lock_keys(self, conn: psycopg.AsyncConnection[Any], keys: list[str]) -> bool:
         await self._exec(conn, "overlap_keys_lock", keys=keys)
         return True
@@ -313,9 +320,19 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
     async def wait_for_runs(self, timeout: float) -> bool:
         """Wait until a NOTIFY says new runs exist (True) or ``timeout`` passes (False)."""
+        self._ensure_listener()
+        return await super().wait_for_runs(timeout)
+
+    async def wait_for_cancels(
+        self, epoch: int, timeout: float
+    ) -> tuple[int, frozenset[uuid.UUID] | None]:
+        """Wait for a NOTIFY on ``duetime_cancels`` (store/cancel_news.py)."""
+        self._ensure_listener()
+        return await super().wait_for_cancels(epoch, timeout)
+
+    def _ensure_listener(self) -> None:
         if self._listener is None or self._listener.done():
             self._listener = asyncio.create_task(self._listen(), name="duetime-listen")
-        return await super().wait_for_runs(timeout)
 
     async def _listen(self) -> None:
         backoff = 0.1
@@ -324,13 +341,25 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
                 async with conn:
                     await conn.execute("LISTEN duetime_runs")
+                    await conn.execute(f"LISTEN {CANCELS}")
                     backoff = 0.1
-                    self._runs_event.set()  # we may have missed some while (re)connecting
-                    async for _ in conn.notifies():
-                        self._runs_event.set()
+                    # we may have missed some while (re)connecting
+                    self._runs_event.set()
+                    self.cancel_news.heard(None)
+                    async for note in conn.notifies():
+                        if note.channel == CANCELS:
+                            self._heard_cancel(note.payload)
+                        else:
+                            self._runs_event.set()
             except (psycopg.OperationalError, OSError):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    def _heard_cancel(self, payload: str) -> None:
+        try:
+            self.cancel_news.heard([uuid.UUID(payload)])
+        except ValueError:  # not ours: check every run
+            self.cancel_news.heard(None)
 
     def api_keys_epoch(self) -> int | None:
         return self.key_news.epoch()

@@ -207,9 +207,10 @@ cand AS (
 )
 -- LATERAL + LIMIT: a primary-key lookup per candidate (a plain join was planned as a hash
 -- join over a sequential scan of every job)
-SELECT cand.*, j.overlap_policy, j.max_concurrency
+SELECT cand.*, j.overlap_policy, j.max_concurrency, j.max_waiting
 FROM cand CROSS JOIN LATERAL (
-    SELECT jobs.overlap_policy, jobs.max_concurrency FROM jobs WHERE jobs.id = cand.job_id
+    SELECT jobs.overlap_policy, jobs.max_concurrency, jobs.max_waiting FROM jobs
+    WHERE jobs.id = cand.job_id
     LIMIT 1
 ) j;
 

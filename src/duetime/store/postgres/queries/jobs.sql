@@ -4,7 +4,10 @@ INSERT INTO jobs (
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
-    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us,
+    every_count, every_unit,
+    retry_rules,
+    start_at, end_at, max_runs, replace_timeout_s, max_waiting
 ) VALUES (
     %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::json, %(schedule_kind)s, %(cron)s,
     %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
@@ -12,7 +15,10 @@ INSERT INTO jobs (
     %(misfire_grace_s)s, %(overlap_policy)s, %(delivery)s, %(queue)s, %(tags)s::jsonb,
     %(metadata)s::json, %(partition_key)s, %(next_fire_at)s, %(now)s, %(now)s,
     %(target)s::json, %(max_concurrency)s, %(concurrency_key)s, %(max_backfill)s,
-    %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s, %(declared_delay_us)s
+    %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s, %(declared_delay_us)s,
+    %(every_count)s, %(every_unit)s,
+    %(retry_rules)s::json,
+    %(start_at)s, %(end_at)s, %(max_runs)s, %(replace_timeout_s)s, %(max_waiting)s
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
@@ -23,6 +29,7 @@ RETURNING *;
 UPDATE jobs j SET
     task = %(task)s, payload = %(payload)s::json, schedule_kind = %(schedule_kind)s,
     cron = %(cron)s, tz = %(tz)s, at_instant = %(at_instant)s, every_us = %(every_us)s,
+    every_count = %(every_count)s, every_unit = %(every_unit)s,
     anchor = %(anchor)s, status = %(status)s, priority = %(priority)s,
     max_attempts = %(max_attempts)s, backoff_base = %(backoff_base)s,
     backoff_factor = %(backoff_factor)s, backoff_cap = %(backoff_cap)s,
@@ -33,7 +40,12 @@ UPDATE jobs j SET
     target = %(target)s::json, max_concurrency = %(max_concurrency)s,
     concurrency_key = %(concurrency_key)s, max_backfill = %(max_backfill)s,
     sla_s = %(sla_s)s, expected_duration_s = %(expected_duration_s)s, jitter_s = %(jitter_s)s,
-    declared_delay_us = %(declared_delay_us)s
+    declared_delay_us = %(declared_delay_us)s,
+    retry_rules = %(retry_rules)s::json,
+    replace_timeout_s = %(replace_timeout_s)s, max_waiting = %(max_waiting)s,
+    start_at = %(start_at)s, end_at = %(end_at)s, max_runs = %(max_runs)s,
+    -- the count starts when max_runs is first set (docs/api.md, "Bounds")
+    runs_created = CASE WHEN %(max_runs)s::int IS NULL THEN 0 ELSE j.runs_created END
 WHERE j.id = %(id)s
 RETURNING j.*, {{next_occurrence_of_j}};
 
@@ -113,3 +125,34 @@ WHERE j.id = ANY(ARRAY(SELECT unnest(%(ids)s::uuid[]))) AND j.id = i.id;
 -- name: jobs_complete
 UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = %(now)s
 WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('active', 'paused');
+
+-- name: jobs_count_runs
+-- Bounded jobs after a materialization, in its transaction (their rows locked by jobs_due):
+-- the runs it created count against max_runs; a job flagged complete (no occurrence left
+-- before end_at) or whose count reached max_runs becomes `completed`.
+UPDATE jobs j SET
+    runs_created = j.runs_created + i.added,
+    status = CASE WHEN i.complete OR j.runs_created + i.added >= j.max_runs THEN 'completed'
+                  ELSE j.status END,
+    next_fire_at = CASE WHEN i.complete OR j.runs_created + i.added >= j.max_runs THEN NULL
+                        ELSE j.next_fire_at END,
+    updated_at = CASE WHEN i.complete OR j.runs_created + i.added >= j.max_runs THEN %(now)s
+                      ELSE j.updated_at END
+FROM unnest(%(ids)s::uuid[], %(added)s::int[], %(complete)s::bool[]) AS i(id, added, complete)
+WHERE j.id = i.id AND j.status = 'active';
+
+-- name: jobs_uncount_runs
+-- Runs withdrawn before their instant (runs_withdraw_pending/_outside: paused, schedule
+-- changed, out of bounds) give their count back; `count` is how many those deleted.
+UPDATE jobs SET runs_created = greatest(runs_created - %(count)s, 0)
+WHERE id = %(id)s AND max_runs IS NOT NULL;
+
+-- name: job_last_occurrence
+-- The latest occurrence of the job that fired: its scheduled runs but those a schedule change
+-- skipped (a changed schedule's first instant comes after it). A backward walk of
+-- runs_job_occurrence.
+SELECT scheduled_for AS last FROM runs
+WHERE job_id = %(job_id)s AND trigger = 'schedule'
+  AND (state <> 'skipped' OR coalesce(reason, '') <> 'schedule_changed')
+ORDER BY scheduled_for DESC
+LIMIT 1;

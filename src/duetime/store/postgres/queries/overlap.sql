@@ -9,11 +9,6 @@ SELECT concurrency_key, count(*) AS running FROM runs
 WHERE state = 'running' AND concurrency_key = ANY(%(keys)s::text[])
 GROUP BY concurrency_key;
 
--- name: runs_running_of_keys
-SELECT * FROM runs
-WHERE state = 'running' AND concurrency_key = ANY(%(keys)s::text[])
-FOR UPDATE;
-
 -- name: run_replace
 UPDATE runs SET
     state = 'cancelled', reason = 'replaced', token = token + 1, finished_at = %(now)s,
@@ -28,7 +23,7 @@ WHERE state = 'scheduled' AND id = ANY(%(ids)s::uuid[]);
 UPDATE runs SET
     state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = %(worker_id)s,
     lease_expires_at = %(now)s + make_interval(secs => %(lease_ttl)s), claimed_at = %(now)s,
-    finished_at = NULL,
+    finished_at = NULL, cancel_requested = false, replace_deadline = NULL,
     started_at = CASE WHEN available_at <= %(now)s THEN %(now)s ELSE NULL END
 WHERE state = 'scheduled' AND id = ANY(%(ids)s::uuid[])
 RETURNING *;
@@ -142,3 +137,73 @@ UPDATE runs r SET started_at = greatest(t.now, r.available_at),
 FROM t
 WHERE r.id = ANY(%(ids)s::uuid[])
 RETURNING r.id;
+
+-- name: runs_replace_victims
+-- A `replace`'s victims (decision 0016): the running runs of `keys`, locked (in id order),
+-- with their job's replace_timeout_s.
+SELECT r.*, j.replace_timeout_s FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'running' AND r.concurrency_key = ANY(%(keys)s::text[])
+ORDER BY r.id
+FOR UPDATE OF r;
+
+-- name: run_replace_request
+-- Ask a running run to stop for its successor: its worker hears it (runs_cancels_notify) and
+-- its attempt ends; past `deadline` run_replace cancels it outright.
+UPDATE runs SET cancel_requested = true, replace_deadline = %(deadline)s
+WHERE id = %(id)s AND token = %(token)s AND state = 'running' AND replace_deadline IS NULL;
+
+-- name: runs_cancels_notify
+-- Delivered at commit to every process listening on duetime_cancels (store/cancel_news.py).
+SELECT count(pg_notify('duetime_cancels', i::text)) AS sent FROM unnest(%(ids)s::uuid[]) AS i;
+
+-- name: runs_trim_waiting
+-- The runs waiting for `keys` (due, scheduled, never attempted, not manual) beyond what their
+-- policy keeps (decision 0016): `buffer_one` and `replace` keep the newest of the key, the
+-- older ones are skipped `superseded` — a running run of the key that is due (started, or
+-- claimed ahead and past its instant) counts as the newest when it is newer, so it is not
+-- replaced by an older one; `serialize` / `allow` with max_waiting keep the oldest
+-- max_waiting while the key is at its limit, the newer ones are skipped `queue_full`. Under
+-- the keys' locks. A doomed run another transaction holds (a concurrent claim's candidate,
+-- waiting for these keys' locks) is left alone: that claim trims it once the keys are its
+-- own; waiting for it here would deadlock.
+WITH t AS (SELECT %(now)s::timestamptz AS now),
+waiting AS (
+    SELECT r.id, r.concurrency_key, r.scheduled_for, j.overlap_policy, j.max_waiting,
+           r.state = 'scheduled' AS waits,
+           (SELECT count(*) FROM runs b
+            WHERE b.concurrency_key = r.concurrency_key AND b.state = 'running'
+              AND b.started_at IS NOT NULL) >= greatest(j.max_concurrency, 1) AS at_limit
+    FROM runs r JOIN jobs j ON j.id = r.job_id, t
+    WHERE r.concurrency_key = ANY(%(keys)s::text[])
+      AND ((r.state = 'scheduled' AND r.available_at <= t.now AND r.attempt = 0
+            AND r.trigger <> 'manual')
+           OR (r.state = 'running' AND j.overlap_policy IN ('buffer_one', 'replace')
+               AND (r.started_at IS NOT NULL OR r.available_at <= t.now)))
+),
+ranked AS (
+    SELECT id, overlap_policy, max_waiting, at_limit, waits,
+           row_number() OVER (
+               PARTITION BY concurrency_key, overlap_policy IN ('buffer_one', 'replace')
+               ORDER BY scheduled_for DESC, waits, id DESC) AS newer,
+           row_number() OVER (
+               PARTITION BY concurrency_key, waits ORDER BY scheduled_for, id) AS place
+    FROM waiting
+),
+doomed AS (
+    SELECT id, CASE WHEN overlap_policy IN ('buffer_one', 'replace') THEN 'superseded'
+                    ELSE 'queue_full' END AS reason
+    FROM ranked
+    WHERE waits
+      AND ((overlap_policy IN ('buffer_one', 'replace') AND newer > 1)
+           OR (overlap_policy IN ('serialize', 'allow') AND at_limit AND max_waiting > 0
+               AND place > max_waiting))
+),
+free AS (
+    SELECT r.id FROM runs r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM doomed)) AND r.state = 'scheduled'
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs SET state = 'skipped', reason = doomed.reason, finished_at = t.now
+FROM doomed JOIN free ON free.id = doomed.id, t
+WHERE runs.id = doomed.id AND runs.state = 'scheduled'
+RETURNING runs.id;

@@ -4,26 +4,27 @@ SELECT clock_timestamp() AS now;
 -- name: runs_insert
 -- Many runs at once (`batch`: a JSON array of records, one orjson call on the client instead
 -- of an array per column); an existing occurrence (or idempotency key) is left alone. Returns
--- the ids inserted.
+-- the ids inserted, each with its job's.
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
-    misfire_at
+    misfire_at, retry_rules
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
-       i.request_hash, %(now)s, i.target::json, i.concurrency_key, i.misfire_at
+       i.request_hash, %(now)s, i.target::json, i.concurrency_key, i.misfire_at,
+       i.retry_rules::json
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
     id uuid, job_id uuid, tenant text, job_name text, task text, queue text, payload text,
     scheduled_for timestamptz, available_at timestamptz, priority int, max_attempts int,
     backoff_base float8, backoff_factor float8, backoff_cap float8, timeout_s float8,
     delivery text, one_shot bool, trigger text, idempotency_key text, request_hash text,
-    target text, concurrency_key text, misfire_at timestamptz
+    target text, concurrency_key text, misfire_at timestamptz, retry_rules text
 )
 ON CONFLICT DO NOTHING
-RETURNING id;
+RETURNING id, job_id;
 
 -- name: notify_runs
 SELECT pg_notify('duetime_runs', '');
@@ -40,7 +41,7 @@ ins AS (
         id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
         state, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
         delivery, one_shot, trigger, idempotency_key, request_hash, created_at, target,
-        concurrency_key
+        concurrency_key, retry_rules
     )
     SELECT %(id)s, j.id, j.tenant, j.name, j.task, j.queue,
            coalesce(%(payload)s::text::json, j.payload), t.now, t.now, 'scheduled',
@@ -49,7 +50,8 @@ ins AS (
            %(idempotency_key)s, %(request_hash)s, t.now, j.target,
            CASE WHEN j.concurrency_key IS NOT NULL THEN 'key:' || j.concurrency_key
                 WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
-                ELSE 'job:' || j.id::text END
+                ELSE 'job:' || j.id::text END,
+           j.retry_rules
     FROM j CROSS JOIN t
     ON CONFLICT DO NOTHING
     RETURNING *
@@ -84,6 +86,17 @@ WHERE tenant = %(tenant)s
        OR (scheduled_for, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY scheduled_for DESC, id DESC
 LIMIT %(limit)s;
+
+-- name: runs_withdraw_pending
+-- A job's scheduled runs withdrawn before their instant (paused, schedule changed), deleted
+-- before runs_end_pending ends the rest: never due and never started (a first attempt at most
+-- claimed ahead, no attempt recorded), they are no history, and the occurrence is free for the
+-- new schedule to write again (runs are unique per job and instant; decision 0019).
+DELETE FROM runs
+WHERE job_id = %(job_id)s AND trigger = 'schedule' AND scheduled_for > %(now)s
+  AND ((state = 'scheduled' AND attempt = 0)
+       OR (state = 'running' AND started_at IS NULL AND attempt = 1))
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = runs.id);
 
 -- name: runs_end_pending
 UPDATE runs SET state = %(state)s, reason = %(reason)s, finished_at = %(now)s,
@@ -228,6 +241,10 @@ done AS (
         finished_at = CASE WHEN i.next_state = 'scheduled' AND o.id IS NULL THEN NULL
                            ELSE t.now END,
         lease_owner = NULL, lease_expires_at = NULL,
+        -- a run going back to `scheduled` is asked nothing any more (decision 0016)
+        cancel_requested = r.cancel_requested AND i.next_state <> 'scheduled',
+        replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL
+                                ELSE r.replace_deadline END,
         reason = CASE WHEN o.id IS NULL THEN i.reason ELSE 'cancelled' END,
         last_error_class = i.error_class, last_error_message = i.error_message
     FROM input i CROSS JOIN t LEFT JOIN orphaned o ON o.id = i.run_id
@@ -290,8 +307,12 @@ recorded AS (
 SELECT d.id AS run_id, d.token FROM done d;
 
 -- name: leases_expired
+-- A run a newer one replaces (decision 0016) stays until its replace_deadline has passed:
+-- its handler may still run (a worker shutting down lets the lease run out), so its
+-- successor waits for it until then.
 SELECT * FROM runs
 WHERE state = 'running' AND lease_expires_at < %(now)s
+  AND (replace_deadline IS NULL OR replace_deadline < %(now)s)
 ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -305,7 +326,10 @@ reaped AS (
     UPDATE runs r SET
         state = i.next_state, token = r.token + 1, lease_owner = NULL, lease_expires_at = NULL,
         available_at = %(now)s, reason = i.reason,
-        finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE %(now)s END
+        finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE %(now)s END,
+        cancel_requested = r.cancel_requested AND i.next_state <> 'scheduled',
+        replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL
+                                ELSE r.replace_deadline END
     FROM input i
     WHERE r.id = i.id AND r.token = i.token AND r.state = 'running'
     RETURNING r.id
@@ -337,7 +361,7 @@ WITH picked AS (
 )
 UPDATE runs r SET
     state = 'scheduled', available_at = %(now)s, finished_at = NULL, reason = NULL,
-    replays = r.replays + 1,
+    replays = r.replays + 1, retry_from = %(now)s,  -- a fresh retry window (retry.within)
     max_attempts = r.attempt + coalesce(%(max_attempts)s::int, j.max_attempts)
 FROM picked, jobs j
 WHERE r.id = picked.id AND j.id = r.job_id AND r.state = 'dead'
@@ -376,3 +400,21 @@ SELECT * FROM runs
 WHERE id BETWEEN %(low)s::uuid AND %(high)s::uuid AND tenant = %(tenant)s
 ORDER BY id
 LIMIT %(limit)s;
+
+-- name: runs_withdraw_outside
+-- runs_withdraw_pending for the runs outside a job's new bounds (see runs_end_outside).
+DELETE FROM runs
+WHERE job_id = %(job_id)s AND trigger = 'schedule' AND scheduled_for > %(now)s
+  AND ((state = 'scheduled' AND attempt = 0)
+       OR (state = 'running' AND started_at IS NULL AND attempt = 1))
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = runs.id)
+  AND (scheduled_for < %(start_at)s::timestamptz OR scheduled_for > %(end_at)s::timestamptz);
+
+-- name: runs_end_outside
+-- A job's not-yet-started scheduled runs outside its new bounds (before `start_at`, after
+-- `end_at`; NULL: unbounded) → skipped, token bumped (fences a worker holding one).
+UPDATE runs SET state = 'skipped', reason = 'out_of_bounds', finished_at = %(now)s,
+    token = token + 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE job_id = %(job_id)s AND trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
+  AND (scheduled_for < %(start_at)s::timestamptz OR scheduled_for > %(end_at)s::timestamptz);

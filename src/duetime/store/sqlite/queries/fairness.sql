@@ -108,7 +108,8 @@ RETURNING *;
 -- counts what runs per tenant and key, and decides.
 WITH RECURSIVE {{fair_groups}}
 SELECT c.id, c.job_id, c.tenant, c.priority, c.available_at, c.concurrency_key, c.trigger,
-       g.weight, g.limited, g.running, jobs.overlap_policy, jobs.max_concurrency
+       g.weight, g.limited, g.running, jobs.overlap_policy, jobs.max_concurrency,
+       jobs.max_waiting
 FROM g JOIN runs AS c ON c.rowid IN (
     SELECT runs.rowid FROM runs
     WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
@@ -120,7 +121,8 @@ JOIN jobs ON jobs.id = c.job_id
 WHERE g.limited
 UNION ALL
 SELECT c.id, c.job_id, c.tenant, c.priority, c.available_at, c.concurrency_key, c.trigger,
-       g.weight, g.limited, g.running, jobs.overlap_policy, jobs.max_concurrency
+       g.weight, g.limited, g.running, jobs.overlap_policy, jobs.max_concurrency,
+       jobs.max_waiting
 FROM g JOIN runs AS c ON c.rowid IN (
     SELECT runs.rowid FROM runs INDEXED BY runs_keyed_ready
     WHERE runs.state = 'scheduled' AND runs.concurrency_key IS NOT NULL

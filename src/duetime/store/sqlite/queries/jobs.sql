@@ -4,13 +4,19 @@ INSERT INTO jobs (
     status, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
     misfire_policy, misfire_grace_s, overlap_policy, delivery, queue, tags, metadata,
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
-    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us
+    concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us,
+    every_count, every_unit,
+    retry_rules,
+    start_at, end_at, max_runs, replace_timeout_s, max_waiting
 ) VALUES (
     :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
     :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
     :timeout_s, :misfire_policy, :misfire_grace_s, :overlap_policy, :delivery, :queue, :tags,
     :metadata, :partition_key, :next_fire_at, :now, :now, :target, :max_concurrency,
-    :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s, :declared_delay_us
+    :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s, :declared_delay_us,
+    :every_count, :every_unit,
+    :retry_rules,
+    :start_at, :end_at, :max_runs, :replace_timeout_s, :max_waiting
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
@@ -21,14 +27,20 @@ RETURNING *;
 UPDATE jobs SET
     task = :task, payload = :payload, schedule_kind = :schedule_kind, cron = :cron, tz = :tz,
     at_instant = :at_instant, every_us = :every_us, anchor = :anchor, status = :status,
+    every_count = :every_count, every_unit = :every_unit,
     priority = :priority, max_attempts = :max_attempts, backoff_base = :backoff_base,
     backoff_factor = :backoff_factor, backoff_cap = :backoff_cap, timeout_s = :timeout_s,
     misfire_policy = :misfire_policy, misfire_grace_s = :misfire_grace_s,
     overlap_policy = :overlap_policy, delivery = :delivery, queue = :queue, tags = :tags,
     metadata = :metadata, next_fire_at = :next_fire_at, updated_at = :now, target = :target,
+    retry_rules = :retry_rules,
     max_concurrency = :max_concurrency, concurrency_key = :concurrency_key,
     max_backfill = :max_backfill, sla_s = :sla_s, expected_duration_s = :expected_duration_s,
-    jitter_s = :jitter_s, declared_delay_us = :declared_delay_us
+    jitter_s = :jitter_s, declared_delay_us = :declared_delay_us, start_at = :start_at,
+    end_at = :end_at, max_runs = :max_runs, replace_timeout_s = :replace_timeout_s,
+    max_waiting = :max_waiting,
+    -- the count starts when max_runs is first set (docs/api.md, "Bounds")
+    runs_created = CASE WHEN :max_runs IS NULL THEN 0 ELSE runs_created END
 WHERE id = :id
 -- next_occurrence_of_j spelled for `jobs`: SQLite's RETURNING cannot name the table's alias
 RETURNING *, (
@@ -118,3 +130,34 @@ WHERE jobs.id = i.value;
 -- One-shot jobs whose run ended (`ids`: a JSON array), in the completion's transaction.
 UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('active', 'paused');
+
+-- name: jobs_count_runs
+-- Bounded jobs after a materialization, in its transaction: `ids`, `added`, `complete` are
+-- JSON arrays, element k of each for one job (see the PostgreSQL dialect).
+UPDATE jobs SET
+    runs_created = runs_created + a.value,
+    status = CASE WHEN c.value OR runs_created + a.value >= max_runs THEN 'completed'
+                  ELSE status END,
+    next_fire_at = CASE WHEN c.value OR runs_created + a.value >= max_runs THEN NULL
+                        ELSE next_fire_at END,
+    updated_at = CASE WHEN c.value OR runs_created + a.value >= max_runs THEN :now
+                      ELSE updated_at END
+FROM json_each(:ids) AS i
+JOIN json_each(:added) AS a ON a.key = i.key
+JOIN json_each(:complete) AS c ON c.key = i.key
+WHERE jobs.id = i.value AND jobs.status = 'active';
+
+-- name: jobs_uncount_runs
+-- Runs withdrawn before their instant (runs_withdraw_pending/_outside: paused, schedule
+-- changed, out of bounds) give their count back; `count` is how many those deleted.
+UPDATE jobs SET runs_created = max(runs_created - :count, 0)
+WHERE id = :id AND max_runs IS NOT NULL;
+
+-- name: job_last_occurrence
+-- The latest occurrence of the job that fired: its scheduled runs but those a schedule change
+-- skipped (a changed schedule's first instant comes after it).
+SELECT scheduled_for AS last FROM runs
+WHERE job_id = :job_id AND trigger = 'schedule'
+  AND (state <> 'skipped' OR coalesce(reason, '') <> 'schedule_changed')
+ORDER BY scheduled_for DESC
+LIMIT 1;

@@ -17,3 +17,11 @@ WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
 -- name: runs_held
 -- Runs a worker holds: after a claim whose answer was lost, it adopts those it does not know.
 SELECT * FROM runs WHERE state = 'running' AND lease_owner = :worker_id;
+
+-- name: runs_stop_requested
+-- runs_cancel_requested with why: `replaced` (a newer run waits for it) or `cancelled`.
+SELECT id, CASE WHEN replace_deadline IS NULL THEN 'cancelled' ELSE 'replaced' END AS reason
+FROM runs
+WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
+                      JOIN json_each(:tokens) AS t ON t.key = i.key)
+  AND state = 'running' AND cancel_requested;

@@ -3,10 +3,6 @@ SELECT concurrency_key, count(*) AS running FROM runs
 WHERE state = 'running' AND concurrency_key IN (SELECT value FROM json_each(:keys))
 GROUP BY concurrency_key;
 
--- name: runs_running_of_keys
-SELECT * FROM runs
-WHERE state = 'running' AND concurrency_key IN (SELECT value FROM json_each(:keys));
-
 -- name: run_replace
 UPDATE runs SET
     state = 'cancelled', reason = 'replaced', token = token + 1, finished_at = :now,
@@ -21,6 +17,7 @@ WHERE state = 'scheduled' AND id IN (SELECT value FROM json_each(:ids));
 UPDATE runs SET
     state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = :worker_id,
     lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER), claimed_at = :now, finished_at = NULL,
+    cancel_requested = 0, replace_deadline = NULL,
     started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
 WHERE state = 'scheduled' AND id IN (SELECT value FROM json_each(:ids))
 RETURNING *;
@@ -89,3 +86,59 @@ UPDATE runs SET
     state = 'scheduled', token = token + 1, attempt = attempt - 1, lease_owner = NULL,
     lease_expires_at = NULL, claimed_at = NULL
 WHERE id = :id AND token = :token AND state = 'running';
+
+-- name: runs_replace_victims
+-- A `replace`'s victims (decision 0016): the running runs of `keys` with their job's
+-- replace_timeout_s (BEGIN IMMEDIATE holds the database).
+SELECT r.*, j.replace_timeout_s FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'running' AND r.concurrency_key IN (SELECT value FROM json_each(:keys))
+ORDER BY r.id;
+
+-- name: run_replace_request
+-- Ask a running run to stop for its successor: its worker hears it (store/cancel_news.py, in
+-- this process) and its attempt ends; past `deadline` run_replace cancels it outright.
+UPDATE runs SET cancel_requested = 1, replace_deadline = :deadline
+WHERE id = :id AND token = :token AND state = 'running' AND replace_deadline IS NULL;
+
+-- name: runs_trim_waiting
+-- The runs waiting for `keys` (due, scheduled, never attempted, not manual) beyond what their
+-- policy keeps (decision 0016): `buffer_one` and `replace` keep the newest of the key, the
+-- older ones are skipped `superseded` — a running run of the key that is due (started, or
+-- claimed ahead and past its instant) counts as the newest when it is newer, so it is not
+-- replaced by an older one; `serialize` / `allow` with max_waiting keep the oldest
+-- max_waiting while the key is at its limit, the newer ones are skipped `queue_full`.
+WITH waiting AS (
+    SELECT r.id, r.concurrency_key, r.scheduled_for, j.overlap_policy, j.max_waiting,
+           r.state = 'scheduled' AS waits,
+           (SELECT count(*) FROM runs b
+            WHERE b.concurrency_key = r.concurrency_key AND b.state = 'running'
+              AND b.started_at IS NOT NULL) >= max(j.max_concurrency, 1) AS at_limit
+    FROM runs r JOIN jobs j ON j.id = r.job_id
+    WHERE r.concurrency_key IN (SELECT value FROM json_each(:keys))
+      AND ((r.state = 'scheduled' AND r.available_at <= :now AND r.attempt = 0
+            AND r.trigger <> 'manual')
+           OR (r.state = 'running' AND j.overlap_policy IN ('buffer_one', 'replace')
+               AND (r.started_at IS NOT NULL OR r.available_at <= :now)))
+),
+ranked AS (
+    SELECT id, overlap_policy, max_waiting, at_limit, waits,
+           row_number() OVER (
+               PARTITION BY concurrency_key, overlap_policy IN ('buffer_one', 'replace')
+               ORDER BY scheduled_for DESC, waits, id DESC) AS newer,
+           row_number() OVER (
+               PARTITION BY concurrency_key, waits ORDER BY scheduled_for, id) AS place
+    FROM waiting
+),
+doomed AS (
+    SELECT id, CASE WHEN overlap_policy IN ('buffer_one', 'replace') THEN 'superseded'
+                    ELSE 'queue_full' END AS reason
+    FROM ranked
+    WHERE waits
+      AND ((overlap_policy IN ('buffer_one', 'replace') AND newer > 1)
+           OR (overlap_policy IN ('serialize', 'allow') AND at_limit AND max_waiting > 0
+               AND place > max_waiting))
+)
+UPDATE runs SET state = 'skipped', finished_at = :now,
+    reason = (SELECT doomed.reason FROM doomed WHERE doomed.id = runs.id)
+WHERE id IN (SELECT id FROM doomed) AND state = 'scheduled'
+RETURNING id;

@@ -12,12 +12,13 @@ lease_expires_at > :now
 
 -- name: runs_insert
 -- Many runs at once (`batch`: a JSON array of records, as on PostgreSQL); an existing
--- occurrence (or idempotency key) is left alone. Returns the ids inserted.
+-- occurrence (or idempotency key) is left alone. Returns the ids inserted, each with its
+-- job's.
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
-    misfire_at
+    misfire_at, retry_rules
 )
 SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.tenant'), json_extract(r.value, '$.job_name'),
@@ -30,11 +31,12 @@ SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.delivery'), json_extract(r.value, '$.one_shot'),
        json_extract(r.value, '$.trigger'), json_extract(r.value, '$.idempotency_key'),
        json_extract(r.value, '$.request_hash'), :now, json_extract(r.value, '$.target'),
-       json_extract(r.value, '$.concurrency_key'), json_extract(r.value, '$.misfire_at')
+       json_extract(r.value, '$.concurrency_key'), json_extract(r.value, '$.misfire_at'),
+       json_extract(r.value, '$.retry_rules')
 FROM json_each(:batch) AS r
 WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
-RETURNING id;
+RETURNING id, job_id;
 
 -- fragment: trigger_from_job
 -- The one-statement manual run (run_trigger_by_id / _by_name; see the PostgreSQL
@@ -43,7 +45,8 @@ RETURNING id;
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
-    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key
+    one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
+    retry_rules
 )
 SELECT :id, j.id, j.tenant, j.name, j.task, j.queue, coalesce(:payload, j.payload), :now,
        :now, 'scheduled', coalesce(:priority, j.priority), j.max_attempts, j.backoff_base,
@@ -51,7 +54,8 @@ SELECT :id, j.id, j.tenant, j.name, j.task, j.queue, coalesce(:payload, j.payloa
        :idempotency_key, :request_hash, :now, j.target,
        CASE WHEN j.concurrency_key IS NOT NULL THEN 'key:' || j.concurrency_key
             WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
-            ELSE 'job:' || j.id END
+            ELSE 'job:' || j.id END,
+       j.retry_rules
 FROM jobs j
 
 -- name: run_trigger_by_id
@@ -87,6 +91,17 @@ WHERE tenant = :tenant
   AND (:before_at IS NULL OR (scheduled_for, id) < (:before_at, :before_id))
 ORDER BY scheduled_for DESC, id DESC
 LIMIT :limit;
+
+-- name: runs_withdraw_pending
+-- A job's scheduled runs withdrawn before their instant (paused, schedule changed), deleted
+-- before runs_end_pending ends the rest: never due and never started (a first attempt at most
+-- claimed ahead, no attempt recorded), they are no history, and the occurrence is free for the
+-- new schedule to write again (runs are unique per job and instant; decision 0019).
+DELETE FROM runs
+WHERE job_id = :job_id AND trigger = 'schedule' AND scheduled_for > :now
+  AND ((state = 'scheduled' AND attempt = 0)
+       OR (state = 'running' AND started_at IS NULL AND attempt = 1))
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = runs.id);
 
 -- name: runs_end_pending
 -- Not-yet-started runs of a job (scheduled, or claimed ahead but not started) → skipped or
@@ -147,8 +162,12 @@ ON CONFLICT (run_id, token) DO UPDATE SET
 WHERE attempts.outcome IN ('lost', 'cancelled');
 
 -- name: leases_expired
+-- A run a newer one replaces (decision 0016) stays until its replace_deadline has passed:
+-- its handler may still run (a worker shutting down lets the lease run out), so its
+-- successor waits for it until then.
 SELECT * FROM runs
 WHERE state = 'running' AND lease_expires_at < :now
+  AND (replace_deadline IS NULL OR replace_deadline < :now)
 ORDER BY lease_expires_at
 LIMIT :limit;
 
@@ -157,7 +176,10 @@ LIMIT :limit;
 UPDATE runs SET
     state = i.next_state, token = runs.token + 1, lease_owner = NULL, lease_expires_at = NULL,
     available_at = :now, reason = i.reason,
-    finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE :now END
+    finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE :now END,
+    cancel_requested = runs.cancel_requested AND i.next_state <> 'scheduled',
+    replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL
+                            ELSE runs.replace_deadline END
 FROM (SELECT k.value AS id, json_extract(:token, '$[' || k.key || ']') AS token,
              json_extract(:next_state, '$[' || k.key || ']') AS next_state,
              json_extract(:reason, '$[' || k.key || ']') AS reason
@@ -168,7 +190,7 @@ RETURNING runs.id;
 -- name: runs_replay
 UPDATE runs SET
     state = 'scheduled', available_at = :now, finished_at = NULL, reason = NULL,
-    replays = replays + 1,
+    replays = replays + 1, retry_from = :now,  -- a fresh retry window (retry.within)
     max_attempts = attempt + coalesce(:max_attempts,
         (SELECT jobs.max_attempts FROM jobs WHERE jobs.id = runs.job_id))
 WHERE id IN (
@@ -219,6 +241,10 @@ UPDATE runs SET
     finished_at = CASE WHEN json_extract(b.value, '$[2]') = 'scheduled' AND o.id IS NULL
                        THEN NULL ELSE :now END,
     lease_owner = NULL, lease_expires_at = NULL,
+    -- a run going back to `scheduled` is asked nothing any more (decision 0016)
+    cancel_requested = cancel_requested AND json_extract(b.value, '$[2]') <> 'scheduled',
+    replace_deadline = CASE WHEN json_extract(b.value, '$[2]') = 'scheduled' THEN NULL
+                            ELSE replace_deadline END,
     reason = CASE WHEN o.id IS NULL THEN json_extract(b.value, '$[4]') ELSE 'cancelled' END,
     last_error_class = json_extract(b.value, '$[5]'),
     last_error_message = json_extract(b.value, '$[6]')
@@ -267,3 +293,21 @@ SELECT * FROM runs
 WHERE id BETWEEN :low AND :high AND tenant = :tenant
 ORDER BY id
 LIMIT :limit;
+
+-- name: runs_withdraw_outside
+-- runs_withdraw_pending for the runs outside a job's new bounds (see runs_end_outside).
+DELETE FROM runs
+WHERE job_id = :job_id AND trigger = 'schedule' AND scheduled_for > :now
+  AND ((state = 'scheduled' AND attempt = 0)
+       OR (state = 'running' AND started_at IS NULL AND attempt = 1))
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = runs.id)
+  AND (scheduled_for < :start_at OR scheduled_for > :end_at);
+
+-- name: runs_end_outside
+-- A job's not-yet-started scheduled runs outside its new bounds (before :start_at, after
+-- :end_at; NULL: unbounded) → skipped, token bumped (fences a worker holding one).
+UPDATE runs SET state = 'skipped', reason = 'out_of_bounds', finished_at = :now,
+    token = token + 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE job_id = :job_id AND trigger = 'schedule'
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
+  AND (scheduled_for < :start_at OR scheduled_for > :end_at);
