@@ -11,6 +11,8 @@ from storekit import (
     WORKER,
     claim,
     claim_one,
+    complete,
+    completion,
     get_job,
     get_run,
     list_runs,
@@ -128,6 +130,33 @@ async def test_at_most_once_started_run_is_not_retried(store: Store, t0: datetim
     assert (run.state, run.reason) == (RunState.DEAD, "lease_lost")
     (attempt,) = await store.attempts_list(TENANT, run.id)
     assert attempt.outcome is AttemptOutcome.LOST
+
+
+async def test_a_run_claimed_ahead_that_never_started_owes_its_first_attempt(
+    store: Store, t0: datetime
+) -> None:
+    """Claimed ahead of its instant, then its worker died: nothing of it ran, so its lease's
+    end neither spends its only attempt nor, at most once, ends it — it goes back to
+    ``scheduled`` with the attempt given back (the lapsed lease is still recorded)."""
+    for delivery in (DeliveryMode.AT_LEAST_ONCE, DeliveryMode.AT_MOST_ONCE):
+        run = await scheduled_run(
+            store,
+            t0 + s(5),
+            f"ahead-{delivery}",
+            delivery=delivery,
+            retry=RetryPolicy(max_attempts=1),
+        )
+        ahead = await claim_one(store, t0, lookahead=10.0)
+        assert (ahead.run.id, ahead.run.started_at, ahead.run.attempt) == (run.id, None, 1)
+        assert await reap(store, t0 + s(LEASE + 1)) == (1, 0)
+        back = await get_run(store, run.id)
+        assert (back.state, back.attempt, back.reason) == (RunState.SCHEDULED, 0, None)
+        (lost,) = await store.attempts_list(TENANT, run.id)
+        assert (lost.outcome, lost.started_at) == (AttemptOutcome.LOST, None)
+        again = await claim_one(store, t0 + s(LEASE + 2))
+        assert (again.run.id, again.run.attempt) == (run.id, 1)
+        assert again.run.started_at is not None  # due now: started at its claim
+        assert await complete(store, t0 + s(LEASE + 3), completion(again)) == [True]
 
 
 async def test_heartbeat_keeps_the_reaper_away(store: Store, t0: datetime) -> None:

@@ -31,8 +31,12 @@ def lease_lost_decision(
 ) -> tuple[RunState, str | None]:
     """Where a run whose lease expired goes: retry, or dead when out of attempts, past its
     retry window (``window_over``: a retry now would start after it), or when it is
-    at-most-once (it may have started, so it must not start again)."""
-    if delivery is DeliveryMode.AT_MOST_ONCE and run.started_at is not None:
+    at-most-once (it may have started, so it must not start again). A run claimed ahead that
+    never started goes back to ``scheduled`` whatever its attempts: nothing of it ran, and
+    the store gives its attempt back (as a worker's hand-back does)."""
+    if run.started_at is None:
+        return RunState.SCHEDULED, None
+    if delivery is DeliveryMode.AT_MOST_ONCE:
         return RunState.DEAD, "lease_lost"
     if run.attempt >= run.max_attempts:
         return RunState.DEAD, "attempts_exhausted"

@@ -326,6 +326,9 @@ reaped AS (
     UPDATE runs r SET
         state = i.next_state, token = r.token + 1, lease_owner = NULL, lease_expires_at = NULL,
         available_at = %(now)s, reason = i.reason,
+        -- claimed ahead and never started: its attempt is given back (nothing of it ran)
+        attempt = r.attempt - CASE WHEN i.next_state = 'scheduled' AND r.started_at IS NULL
+                                   THEN 1 ELSE 0 END,
         finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE %(now)s END,
         cancel_requested = r.cancel_requested AND i.next_state <> 'scheduled',
         replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL

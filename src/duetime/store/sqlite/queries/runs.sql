@@ -176,6 +176,9 @@ LIMIT :limit;
 UPDATE runs SET
     state = i.next_state, token = runs.token + 1, lease_owner = NULL, lease_expires_at = NULL,
     available_at = :now, reason = i.reason,
+    -- claimed ahead and never started: its attempt is given back (nothing of it ran)
+    attempt = runs.attempt - CASE WHEN i.next_state = 'scheduled' AND runs.started_at IS NULL
+                                  THEN 1 ELSE 0 END,
     finished_at = CASE WHEN i.next_state = 'scheduled' THEN NULL ELSE :now END,
     cancel_requested = runs.cancel_requested AND i.next_state <> 'scheduled',
     replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL
