@@ -4,6 +4,11 @@ Register work once — run now, at an instant, on a cron schedule in a time zone
 interval — and it fires on time, one run per occurrence, on any number of machines.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from duetime._config import Settings
 
 # The public API's re-exports; app/ and api/ import the same names from _types for their own use.
@@ -25,7 +30,6 @@ from duetime._types import (
     TenantQueueStats,
 )
 from duetime._types import RetryPolicy as Retry
-from duetime.app import App, AsyncApp
 from duetime.errors import (
     Conflict,
     ConnectError,
@@ -38,9 +42,26 @@ from duetime.errors import (
     UsageError,
     ValidationError,
 )
-from duetime.targets.context import RunContext
+
+if TYPE_CHECKING:
+    from duetime.app import App, AsyncApp
+    from duetime.targets.context import RunContext
 
 __version__ = "0.1.0"
+
+# Imported on first use: ``import duetime`` (the CLI's start, the pytest plugin's load in
+# every test session of a project that installs duetime) then costs the value types only.
+_LAZY = {"App": "duetime.app", "AsyncApp": "duetime.app", "RunContext": "duetime.targets.context"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'duetime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "App",

@@ -30,9 +30,23 @@ class FrozenClock:
     def now(self) -> datetime:
         return self._now
 
-    def advance(self, delta: timedelta | float) -> datetime:
-        self._now += delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
+    def advance(
+        self,
+        delta: timedelta | float = 0,
+        *,
+        days: float = 0,
+        hours: float = 0,
+        minutes: float = 0,
+        seconds: float = 0,
+    ) -> datetime:
+        """Move forward by ``delta`` (a timedelta, or seconds) plus the keyword units
+        (``advance(hours=1)``); the new instant. A negative step moves it back."""
+        step = delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
+        step += timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+        self._now += step
         return self._now
 
-    def set(self, at: datetime) -> None:
+    def set(self, at: datetime) -> datetime:
+        """Jump to ``at`` (timezone-aware); the new instant."""
         self._now = at.astimezone(UTC)
+        return self._now

@@ -24,6 +24,7 @@ from duetime.store.base import (
     RunsClaimParams,
     RunsCompleteParams,
 )
+from duetime.testing import FrozenApp, assert_triggered, drain
 
 HOURS_3 = timedelta(hours=3)
 
@@ -95,23 +96,24 @@ async def test_declared_again_it_keeps_its_instant(app: AsyncApp, clock: FrozenC
     assert (again.schedule.at, again.next_fire_at) == (first.schedule.at, first.next_fire_at)
 
 
-async def test_one_that_ran_does_not_run_again(app: AsyncApp, clock: FrozenClock) -> None:
-    first = await reminder(app)
-    clock.advance(HOURS_3)
-    assert await tick(app, clock) == 1
-    assert await run_due(app, clock) == 1
-    assert (await app.get("reminder")).status is JobStatus.COMPLETED
+async def test_one_that_ran_does_not_run_again(store_url: str, clock: FrozenClock) -> None:
+    # with duetime.testing: drain() is the scheduler's pass and a worker at the frozen instant
+    async with FrozenApp(store_url, clock=clock) as app:
+        first = await reminder(app)
+        clock.advance(HOURS_3)
+        assert [r.state for r in await drain(app)] == [RunState.SUCCEEDED]
+        assert (await app.get("reminder")).status is JobStatus.COMPLETED
 
-    clock.advance(60)  # restarted after it ran
-    again = await reminder(app)
-    assert (again.status, again.next_fire_at, again.schedule) == (
-        JobStatus.COMPLETED,
-        None,
-        first.schedule,
-    )
-    clock.advance(HOURS_3)
-    assert await tick(app, clock) == 0
-    assert [r.state for r in await runs_of(app, first)] == [RunState.SUCCEEDED]
+        clock.advance(minutes=1)  # restarted after it ran
+        again = await reminder(app)
+        assert (again.status, again.next_fire_at, again.schedule) == (
+            JobStatus.COMPLETED,
+            None,
+            first.schedule,
+        )
+        clock.advance(HOURS_3)
+        assert await drain(app) == []
+        await assert_triggered(app, first, count=1)
 
 
 async def test_runs_written_ahead_are_kept(app: AsyncApp, clock: FrozenClock) -> None:
