@@ -6,10 +6,10 @@ interval — and it fires on time, one run per occurrence, on any number of mach
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from duetime._config import Settings
+from duetime._lazy import lazy_names
 
 # The public API's re-exports; app/ and api/ import the same names from _types for their own use.
 from duetime._types import (
@@ -54,13 +54,7 @@ __version__ = "0.1.0"
 _LAZY = {"App": "duetime.app", "AsyncApp": "duetime.app", "RunContext": "duetime.targets.context"}
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'duetime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -13,8 +13,9 @@ PostgreSQL schema) and a frozen clock the test moves — see docs/testing.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from duetime._lazy import lazy_names
 
 if TYPE_CHECKING:
     from duetime._clock import FrozenClock
@@ -52,13 +53,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'duetime.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES, globals())
 
 
 __all__ = [
