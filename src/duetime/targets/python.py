@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,22 +68,54 @@ class TaskRegistry:
         return name in self._tasks
 
 
-def call_args(task: TaskDef, ctx: RunContext) -> tuple[Any, ...]:
-    """The arguments ``task`` is called with for ``ctx``: as many of (ctx, payload) as it
-    takes."""
-    return (ctx, ctx.payload)[: task.arity]
+class TaskThread:
+    """One call of a sync task, submitted to ``executor`` in a copy of the caller's context (its
+    log lines are about the run, as an async task's). Await :attr:`result` for its outcome.
+    Cancelling the asyncio side does not stop the thread: after a cancel, :meth:`abandon` says
+    whether the function is running or has run (then await :meth:`exited`: a replaced run
+    waits for it, decision 0016) or will never run. The pool's future already knows both, so
+    this costs nothing per call over ``run_in_executor``."""
+
+    __slots__ = ("_future", "result")
+
+    def __init__(self, executor: Executor, func: Callable[..., Any], *args: Any) -> None:
+        context = contextvars.copy_context()
+        self._future: Future[Any] = executor.submit(context.run, func, *args)
+        self.result: asyncio.Future[Any] = asyncio.wrap_future(self._future)
+        """The call's outcome; cancelling it cancels a call that has not begun."""
+
+    def abandon(self) -> bool:
+        """The attempt was cancelled: True if the function is running or has run (await
+        :meth:`exited`), False if it had not begun (it never will)."""
+        return not self._future.cancel()
+
+    async def exited(self) -> None:
+        """Return once the function has returned (or raised). Cancelling this wait leaves the
+        thread running."""
+        if self._future.done():
+            return
+        loop = asyncio.get_running_loop()
+        returned = asyncio.Event()
+        self._future.add_done_callback(lambda _: loop.call_soon_threadsafe(returned.set))
+        await returned.wait()
 
 
-async def invoke(task: TaskDef, ctx: RunContext, executor: Executor | None) -> Any:
-    """Call ``task`` for ``ctx``. A sync task runs in ``executor`` (a thread)."""
-    args = call_args(task, ctx)
+def start(
+    task: TaskDef, ctx: RunContext, executor: Executor
+) -> tuple[Awaitable[Any], TaskThread | None]:
+    """Call ``task`` for ``ctx``: the awaitable of its outcome and, for a sync task (run in
+    ``executor``), its :class:`TaskThread`."""
+    args = (ctx, ctx.payload)[: task.arity]
     if task.is_async:
-        return await task.func(*args)
-    loop = asyncio.get_running_loop()
-    # the thread runs in a copy of this task's context: its log lines are about the run too
-    # (duetime._logs), like an async task's
-    context = contextvars.copy_context()
-    return await loop.run_in_executor(executor, lambda: context.run(task.func, *args))
+        return task.func(*args), None
+    thread = TaskThread(executor, task.func, *args)
+    return thread.result, thread
+
+
+async def invoke(task: TaskDef, ctx: RunContext, executor: Executor) -> Any:
+    """Call ``task`` for ``ctx`` and return its result. A sync task runs in ``executor``."""
+    call, _ = start(task, ctx, executor)
+    return await call
 
 
 # --- built-in tasks ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -121,5 +122,9 @@ async def run_task(
         last_checkpoint=last_checkpoint,
         hooks=_Hooks(record),
     )
-    result = await invoke(found, ctx, None)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-test-task")
+    try:  # a sync task in a thread of its own, as the worker runs it
+        result = await invoke(found, ctx, pool)
+    finally:
+        pool.shutdown(wait=False)
     return TaskCall(result=result, ctx=ctx, hooks=record)

@@ -56,14 +56,13 @@ from duetime.store.base import (
 )
 from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
-from duetime.targets.python import TaskRegistry, call_args, invoke
+from duetime.targets.python import TaskRegistry, TaskThread, start
 from duetime.worker.claim_ahead import HELD_WAIT_LIMIT, ClaimAhead, held_too_long
 from duetime.worker.completer import Completer, CompletionListener
 from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
 from duetime.worker.run_session import RunSession
 from duetime.worker.starter import Starter, Stopped, retrying
-from duetime.worker.task_thread import TaskThread
 
 log = logging.getLogger("duetime.worker")
 
@@ -727,11 +726,8 @@ class Worker:
         call: Awaitable[Any]
         if run.target is not None:
             call = self.http.execute(ctx, run.target)
-        elif task.is_async:
-            call = invoke(task, ctx, self._executor)
-        else:  # its thread's end is known (a replaced run waits for it)
-            item.thread = TaskThread(self._executor, task.func, *call_args(task, ctx))
-            call = item.thread.result
+        else:  # a sync task's thread is kept: a replaced run waits for it to return
+            call, item.thread = start(task, ctx, self._executor)
         try:
             if claimed.timeout is not None:
                 await asyncio.wait_for(call, claimed.timeout)
