@@ -1,11 +1,13 @@
 """Clocks. Production reads the host clock; tests freeze or step it.
 
 The database clock is the authority for due checks and leases on PostgreSQL; the store
-measures this process's offset to it (see ``Store.clock_offset``).
+measures this process's offset to it (:func:`offset_to`: the worker, ``duetime doctor``).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -50,3 +52,14 @@ class FrozenClock:
         """Jump to ``at`` (timezone-aware); the new instant."""
         self._now = at.astimezone(UTC)
         return self._now
+
+
+async def offset_to(
+    read: Callable[[], Awaitable[datetime]], clock: Clock
+) -> tuple[timedelta, float]:
+    """How far another clock (``read``: the database's) is ahead of ``clock``, its reading
+    taken as of the middle of the read's round trip; and that round trip, in seconds."""
+    before = time.perf_counter()
+    other = await read()
+    round_trip = time.perf_counter() - before
+    return other - (clock.now() - timedelta(seconds=round_trip / 2)), round_trip

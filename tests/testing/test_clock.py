@@ -31,3 +31,18 @@ def test_set_jumps_to_an_instant_kept_in_utc() -> None:
     assert clock.set(paris) == paris
     assert clock.now().tzinfo is UTC
     assert clock.now() == datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
+
+
+async def test_offset_to_reads_the_other_clock_as_of_the_middle_of_its_round_trip() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from duetime._clock import FrozenClock, offset_to
+
+    clock = FrozenClock(datetime(2026, 11, 24, 12, tzinfo=UTC))
+
+    async def database_now() -> datetime:
+        return clock.now() + timedelta(seconds=5)
+
+    offset, round_trip = await offset_to(database_now, clock)
+    assert round_trip >= 0
+    assert offset == timedelta(seconds=5) + timedelta(seconds=round_trip / 2)

@@ -15,13 +15,13 @@ Read-only: nothing is written (a SQLite file that does not exist is not created)
 from __future__ import annotations
 
 import enum
-import time
 import zoneinfo
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 
+from duetime._clock import SystemClock, offset_to
 from duetime._config import Settings
 from duetime._monitoring import ClusterStats
 from duetime._redact import redact_url
@@ -110,12 +110,8 @@ _MIGRATE = (
 async def _clock(store: Store) -> Finding:
     if store.dialect == "sqlite":
         return Finding("clock", Status.OK, "SQLite: the database clock is this host's")
-    before = time.time()
-    db_now = await store.db_now()
-    after = time.time()
-    middle = datetime.fromtimestamp((before + after) / 2, tz=db_now.tzinfo)
-    offset = db_now - middle
-    shown = f"{offset.total_seconds() * 1000:+.0f} ms (round trip {(after - before) * 1000:.0f} ms)"
+    offset, round_trip = await offset_to(store.db_now, SystemClock())
+    shown = f"{offset.total_seconds() * 1000:+.0f} ms (round trip {round_trip * 1000:.0f} ms)"
     if abs(offset) > CLOCK_TOLERANCE:
         return Finding(
             "clock",

@@ -41,7 +41,7 @@ from typing import Any
 
 from duetime import _tracing
 from duetime._aio import first_of, uncancellable
-from duetime._clock import Clock, SystemClock
+from duetime._clock import Clock, SystemClock, offset_to
 from duetime._config import Settings
 from duetime._logs import bind_run, run_fields, set_run
 from duetime._testsignals import Signal
@@ -301,11 +301,7 @@ class Worker:
 
     async def _measure_clock_offset(self) -> None:
         """Offset of the database clock to ours, so runs fire at their instant by the DB clock."""
-        before = time.time()
-        db_now = await self.store.db_now()
-        after = time.time()
-        local_mid = self.clock.now() - timedelta(seconds=(after - before) / 2)
-        self._offset = db_now - local_mid
+        self._offset, _ = await offset_to(self.store.db_now, self.clock)
         if abs(self._offset) > timedelta(milliseconds=50):
             log.info("database clock is %+.3fs from this host", self._offset.total_seconds())
 
