@@ -55,6 +55,7 @@ from duetime._types import Occurrence, cron_uses_hash
 from duetime.errors import ValidationError
 from duetime.schedules.zones import (
     WallKind,
+    dst_note,
     load_zone,
     next_transition,
     to_utc,
@@ -526,20 +527,11 @@ class CronExpression:
 _REAL_TIME_NOTES: Final = (None, "repeated hour (first pass)", "repeated hour (second pass)")
 
 
-def _clock(wall: datetime) -> str:
-    return wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
-
-
 def _fixed_occurrence(
     held: tuple[datetime, list[datetime], WallKind], zone: ZoneInfo
 ) -> Occurrence:
     instant, walls, kind = held
-    note: str | None = None
-    if kind is WallKind.GAP:
-        note = f"moved from {', '.join(_clock(w) for w in walls)} (DST gap)"
-    elif kind is WallKind.FOLD:
-        note = "first of a repeated hour"
-    return Occurrence(instant, instant.astimezone(zone), note)
+    return Occurrence(instant, instant.astimezone(zone), dst_note(kind, walls))
 
 
 def _ordinal(n: int) -> str:

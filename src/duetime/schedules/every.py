@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 from duetime._durations import interval_words, parse_duration
 from duetime._types import CalendarInterval, CalendarUnit, Occurrence, Schedule, ScheduleKind
 from duetime.errors import ValidationError
-from duetime.schedules.zones import WallKind, wall_to_instant
+from duetime.schedules.zones import WallKind, dst_note, wall_to_instant
 
 __all__ = [
     "CALENDAR_COUNT_MAX",
@@ -227,20 +227,10 @@ def calendar_preview(
             break
         instant, kind = occurrence
         if not out or instant > out[-1].instant:  # two walls on one instant: once
-            note = _note(kind, anchor.astimezone(zone))
+            note = dst_note(kind, [anchor.astimezone(zone)])
             out.append(Occurrence(instant, instant.astimezone(zone), note))
         k += 1
     return out
-
-
-def _note(kind: WallKind, anchor_local: datetime) -> str | None:
-    """The preview's note on an occurrence whose wall time a DST change moved or doubled."""
-    if kind is WallKind.GAP:
-        clock = anchor_local.strftime("%H:%M:%S" if anchor_local.second else "%H:%M")
-        return f"moved from {clock} (DST gap)"
-    if kind is WallKind.FOLD:
-        return "first of a repeated hour"
-    return None
 
 
 def every_schedule(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,6 +50,18 @@ class WallKind(enum.Enum):
     NORMAL = "normal"
     GAP = "gap"
     FOLD = "fold"
+
+
+def dst_note(kind: WallKind, walls: Sequence[datetime]) -> str | None:
+    """A preview's note on an occurrence whose wall time ``walls`` (the local times asked for,
+    in the zone) a DST change moved (``GAP``) or doubled (``FOLD``: the first pass fires);
+    None for a normal one."""
+    if kind is WallKind.GAP:
+        shown = ", ".join(w.strftime("%H:%M:%S" if w.second else "%H:%M") for w in walls)
+        return f"moved from {shown} (DST gap)"
+    if kind is WallKind.FOLD:
+        return "first of a repeated hour"
+    return None
 
 
 def load_zone(name: str) -> ZoneInfo:
