@@ -543,8 +543,12 @@ def changed_spec(job: Job, changes: JobChanges) -> JobSpec:
         values["task"] = None
     if "overlap" in values and "max_concurrency" not in values:
         values["max_concurrency"] = None
-    if "overlap" in values and "max_waiting" not in values and not _queues(values):
-        values["max_waiting"] = 0  # only serialize, and allow with a limit, queue
+    if (
+        "overlap" in values
+        and "max_waiting" not in values
+        and not runs_wait(values["overlap"], values.get("max_concurrency"))
+    ):
+        values["max_waiting"] = 0  # a cap nothing would reach
     if "retry" in values:
         values["retry"] = _merged_retry(job.retry, values["retry"])
     if "tags" in values:
@@ -554,12 +558,11 @@ def changed_spec(job: Job, changes: JobChanges) -> JobSpec:
     return replace(spec, **values)
 
 
-def _queues(values: dict[str, Any]) -> bool:
-    """Whether the overlap an update sets makes runs wait: ``serialize``, or ``allow`` with a
-    ``max_concurrency`` (only those can have a ``max_waiting``)."""
-    policy = str(values["overlap"])
+def runs_wait(policy: object, max_concurrency: object) -> bool:
+    """Whether runs of a job wait for their key while it is busy, so that a ``max_waiting``
+    means something: ``serialize``, or ``allow`` with a ``max_concurrency``."""
     return policy == OverlapPolicy.SERIALIZE or (
-        policy == OverlapPolicy.ALLOW and bool(values.get("max_concurrency"))
+        policy == OverlapPolicy.ALLOW and bool(max_concurrency)
     )
 
 
@@ -1041,15 +1044,13 @@ def _waiting_fields(spec: JobSpec, policy: OverlapPolicy, limit: int) -> dict[st
     waiting = spec.max_waiting
     if isinstance(waiting, bool) or not isinstance(waiting, int) or not 0 <= waiting <= 10_000:
         raise ValidationError("max_waiting", "must be a whole number from 0 (no limit) to 10000")
-    if waiting and policy not in (OverlapPolicy.SERIALIZE, OverlapPolicy.ALLOW):
+    if waiting and not runs_wait(policy, limit):
         raise ValidationError(
             "max_waiting",
-            f"only runs of overlap 'serialize' or 'allow' wait for their key (overlap is {policy})",
-        )
-    if waiting and policy is OverlapPolicy.ALLOW and not limit:
-        raise ValidationError(
-            "max_waiting",
-            "with overlap 'allow', runs wait only at max_concurrency: set max_concurrency too",
+            "with overlap 'allow', runs wait only at max_concurrency: set max_concurrency too"
+            if policy is OverlapPolicy.ALLOW
+            else f"only runs of overlap 'serialize' or 'allow' wait for their key (overlap is "
+            f"{policy})",
         )
     return {"replace_timeout": float(timeout), "max_waiting": waiting}
 
