@@ -74,12 +74,12 @@ async def test_a_finished_run_takes_no_more_writes(store: Store, t0: datetime) -
 async def test_cancelling_a_running_run_flags_it(store: Store, t0: datetime) -> None:
     claimed = await running_run(store, t0)
     run = claimed.run
-    assert await store.runs_cancel_requested([(run.id, run.token)]) == set()
+    assert await store.runs_stop_requested([(run.id, run.token)]) == {}
     cancelled = await store.run_cancel(RunCancelParams(TENANT, run.id, now=t0 + s(1)))
     assert cancelled.state is RunState.CANCELLED
     assert cancelled.cancel_requested
     # the cancel bumped the token: the old attempt learns it through its lost lease
-    assert await store.runs_cancel_requested([(run.id, run.token)]) == set()
+    assert await store.runs_stop_requested([(run.id, run.token)]) == {}
 
 
 async def test_exactly_once_needs_postgres(store: Store) -> None:

@@ -846,14 +846,6 @@ class SQLStore(SQLObservability):
         )
         return {self.codec.uuid(r["id"]): r["reason"] for r in rows}
 
-    async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
-        if not runs:
-            return set()
-        rows = await self._read_all(
-            "runs_cancel_requested", ids=[r[0] for r in runs], tokens=[r[1] for r in runs]
-        )
-        return {self.codec.uuid(r["id"]) for r in rows}
-
     # --- leadership, nodes, retention ------------------------------------------------------
 
     async def leader_elect(self, params: LeaderElectParams) -> Leadership | None:

@@ -970,16 +970,12 @@ class Store(Protocol):
         lost connection may have claimed runs without hearing about it: it adopts them."""
         ...
 
-    async def runs_cancel_requested(self, runs: Sequence[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
-        """Of ``runs`` ((id, token) pairs still running with that token), those a cancel was
-        requested for."""
-        ...
-
     async def runs_stop_requested(
         self, runs: Sequence[tuple[uuid.UUID, int]]
     ) -> dict[uuid.UUID, str]:
-        """:meth:`runs_cancel_requested` with the reason each must stop: ``replaced`` (a newer
-        run of an overlap ``replace`` waits for it) or ``cancelled``."""
+        """Of ``runs`` ((id, token) pairs still running with that token), those asked to stop,
+        each with why: ``replaced`` (a newer run of an overlap ``replace`` waits for it) or
+        ``cancelled`` (a cancel was requested)."""
         ...
 
     async def exactly_once_begin(self) -> ExactlyOnceTx:

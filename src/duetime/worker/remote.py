@@ -150,8 +150,8 @@ class RemoteWorkers:
                 continue
             (cancelled if run.state is RunState.CANCELLED else lost).append(run_id)
         ordered = list(dict.fromkeys(run_id for run_id, _ in runs if run_id in kept))
-        replaced = await self.store.runs_cancel_requested([r for r in runs if r[0] in kept])
-        cancelled += [run_id for run_id in ordered if run_id in replaced]
+        asked = await self.store.runs_stop_requested([r for r in runs if r[0] in kept])
+        cancelled += [run_id for run_id in ordered if run_id in asked]
         return HeartbeatResult(kept=ordered, lost=lost, cancel_requested=cancelled)
 
     async def complete(self, worker_id: str, report: RemoteOutcome) -> Run:

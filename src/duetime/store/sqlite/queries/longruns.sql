@@ -8,18 +8,13 @@ WHERE id = :id AND token = :token AND state = 'running';
 UPDATE runs SET checkpoint = :checkpoint
 WHERE id = :id AND token = :token AND state = 'running';
 
--- name: runs_cancel_requested
-SELECT id FROM runs
-WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
-                      JOIN json_each(:tokens) AS t ON t.key = i.key)
-  AND state = 'running' AND cancel_requested;
-
 -- name: runs_held
 -- Runs a worker holds: after a claim whose answer was lost, it adopts those it does not know.
 SELECT * FROM runs WHERE state = 'running' AND lease_owner = :worker_id;
 
 -- name: runs_stop_requested
--- runs_cancel_requested with why: `replaced` (a newer run waits for it) or `cancelled`.
+-- Of the runs given (id, token), those asked to stop, with why: `replaced` (a newer run waits
+-- for it) or `cancelled`.
 SELECT id, CASE WHEN replace_deadline IS NULL THEN 'cancelled' ELSE 'replaced' END AS reason
 FROM runs
 WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
