@@ -323,3 +323,18 @@ def is_utc(at: datetime | None) -> bool:
 def without(run: Run, *fields: str) -> Run:
     """``run`` with ``fields`` blanked, to compare the rest."""
     return replace(run, **dict.fromkeys(fields))
+
+
+async def job_with_runs(
+    store: Store, t0: datetime, name: str, count: int, **overrides: object
+) -> Job:
+    """A job with ``count`` runs due at t0, t0+1 s, …"""
+    params = replace(job_params(name, next_fire_at=t0), **overrides)  # type: ignore[arg-type]
+    job, _ = await upsert(store, params)
+
+    def only(due: Job, now: datetime, until: datetime):  # type: ignore[no-untyped-def]
+        plan = fill_planner(1)(due, now, until)
+        return plan if due.id == job.id else replace(plan, runs=[], next_fire_at=None)
+
+    await materialize(store, t0, planner=only, horizon=count - 1)
+    return job

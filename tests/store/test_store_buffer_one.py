@@ -3,7 +3,6 @@ only the newest waiting run, ``max_waiting`` caps ``serialize`` — both stores,
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -12,33 +11,15 @@ from storekit import (
     claim,
     complete,
     completion,
-    fill_planner,
-    job_params,
+    job_with_runs,
     list_runs,
-    materialize,
     ref,
     s,
-    upsert,
 )
 
 from duetime._types import Job, OverlapPolicy, Run, RunState
 from duetime.store import Store
 from duetime.store.base import RunTriggerParams
-
-
-async def job_with_runs(
-    store: Store, t0: datetime, name: str, count: int, **overrides: object
-) -> Job:
-    """A job with ``count`` runs due at t0, t0+1 s, …"""
-    params = replace(job_params(name, next_fire_at=t0), **overrides)  # type: ignore[arg-type]
-    job, _ = await upsert(store, params)
-
-    def only(due: Job, now: datetime, until: datetime):  # type: ignore[no-untyped-def]
-        plan = fill_planner(1)(due, now, until)
-        return plan if due.id == job.id else replace(plan, runs=[], next_fire_at=None)
-
-    await materialize(store, t0, planner=only, horizon=count - 1)
-    return job
 
 
 async def runs_of(store: Store, job: Job) -> list[Run]:

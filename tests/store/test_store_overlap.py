@@ -14,11 +14,10 @@ from storekit import (
     claim,
     complete,
     completion,
-    fill_planner,
     get_run,
     job_params,
+    job_with_runs,
     list_runs,
-    materialize,
     s,
     upsert,
 )
@@ -28,21 +27,6 @@ from duetime.store import Store
 from duetime.store._rows import to_micros
 from duetime.store.base import JobRef, RunsMisfireParams, RunStartParams, RunTriggerParams
 from duetime.store.sqlfile import load_queries
-
-
-async def job_with_runs(
-    store: Store, t0: datetime, name: str, count: int, **overrides: object
-) -> Job:
-    """A job with ``count`` runs due at t0, t0+1 s, …"""
-    params = replace(job_params(name, next_fire_at=t0), **overrides)  # type: ignore[arg-type]
-    job, _ = await upsert(store, params)
-
-    def only(due: Job, now: datetime, until: datetime):  # type: ignore[no-untyped-def]
-        plan = fill_planner(1)(due, now, until)
-        return plan if due.id == job.id else replace(plan, runs=[], next_fire_at=None)
-
-    await materialize(store, t0, planner=only, horizon=count - 1)
-    return job
 
 
 async def states(store: Store, job: Job) -> list[RunState]:

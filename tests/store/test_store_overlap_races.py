@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from storekit import claim, complete, completion, get_run, s
-from test_store_buffer_one import job_with_runs, runs_of
+from storekit import claim, complete, completion, get_run, job_with_runs, s
+from test_store_buffer_one import runs_of
 
 from duetime._types import AttemptOutcome, OverlapPolicy, RetryPolicy, RunState
 from duetime.store import Store

@@ -4,7 +4,6 @@ stores, through the real store on a frozen clock (every instant passed as ``now`
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from datetime import datetime
 
 from storekit import (
@@ -13,33 +12,15 @@ from storekit import (
     claim,
     complete,
     completion,
-    fill_planner,
     get_run,
-    job_params,
+    job_with_runs,
     list_runs,
-    materialize,
     s,
-    upsert,
 )
 
-from duetime._types import AttemptOutcome, Job, OverlapPolicy, RunState
+from duetime._types import AttemptOutcome, OverlapPolicy, RunState
 from duetime.store import Store
 from duetime.store.base import LeasesReapParams, RunStartParams
-
-
-async def job_with_runs(
-    store: Store, t0: datetime, name: str, count: int, **overrides: object
-) -> Job:
-    """A job with ``count`` runs due at t0, t0+1 s, …"""
-    params = replace(job_params(name, next_fire_at=t0), **overrides)  # type: ignore[arg-type]
-    job, _ = await upsert(store, params)
-
-    def only(due: Job, now: datetime, until: datetime):  # type: ignore[no-untyped-def]
-        plan = fill_planner(1)(due, now, until)
-        return plan if due.id == job.id else replace(plan, runs=[], next_fire_at=None)
-
-    await materialize(store, t0, planner=only, horizon=count - 1)
-    return job
 
 
 async def test_the_successor_waits_until_the_replaced_run_has_stopped(
