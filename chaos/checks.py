@@ -20,6 +20,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from chaos.workload import WORKFLOW_END_STATES, WORKFLOW_ITEMS, WORKFLOW_MAPPED
+from duetime.workflows.definition import STEP_KEY_PREFIX, WORKFLOW_TASK
+
 INVARIANT, BOUND, INFO = "invariant", "bound", "info"
 
 MAY_SKIP = ("cron_overlap_skip", "cron_misfire_skip")
@@ -123,7 +126,7 @@ WITH expected AS (
     CROSS JOIN LATERAL generate_series(
         c.first_fire,
         CASE WHEN c.one_shot THEN c.first_fire ELSE %(until)s::timestamptz END,
-        interval '1 second') AS g(t)
+        make_interval(secs => c.period_s)) AS g(t)
     WHERE c.first_fire <= %(until)s
 )
 SELECT e.job_id, e.kind, e.one_shot, e.t,
@@ -146,7 +149,7 @@ def _occurrences(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> 
     v.add(
         "occurrences expected",
         f"{len(rows)} ({cron} cron, {once} one-shot)",
-        limit=f"cron: every second from first fire to {until:%H:%M:%S}",
+        limit=f"cron: every second (workflow jobs: their period) up to {until:%H:%M:%S}",
     )
     v.add("occurrences with a recorded skip and no run", covered_by_skip)
     v.add(
@@ -391,6 +394,269 @@ def _long_runs(conn: psycopg.Connection[Any], caps: dict[str, bool], v: Verdict)
     else:
         text += " (no ctx.checkpoint in duetime yet: they start over)"
     v.add("long runs", text)
+
+
+# --- workflows -----------------------------------------------------------------------------------
+
+_FAILED_RUN = ("dead", "cancelled", "skipped")
+"""A step run's end states that fail its step."""
+_SATISFIES = {
+    "on_success": ("succeeded",),
+    "on_failure": _FAILED_RUN,
+    "on_finished": ("succeeded", *_FAILED_RUN),
+}
+"""The parent run's end states that satisfy an edge of each condition."""
+
+
+@dataclass(frozen=True)
+class _StepDef:
+    rule: str
+    edges: tuple[tuple[str, str], ...]
+    """(parent, condition); a mapped step's source is an ``on_success`` parent."""
+    mapped: bool
+
+
+def _definition(document: dict[str, Any]) -> dict[str, _StepDef]:
+    """A stored workflow document's steps (read here, not with duetime's parser: the check
+    reads what the database holds)."""
+    out = {}
+    for step in document["steps"]:
+        edges = [
+            (a, "on_success") if isinstance(a, str) else (a["step"], a.get("on", "on_success"))
+            for a in step.get("after", [])
+        ]
+        if step.get("map_over"):
+            edges.insert(0, (step["map_over"], "on_success"))
+        out[step["name"]] = _StepDef(step.get("rule", "all"), tuple(edges), "map_over" in step)
+    return out
+
+
+def _step_order(
+    definition: dict[str, _StepDef],
+    rows: dict[tuple[str, int], dict[str, Any]],
+    start_finished: datetime | None,
+) -> tuple[int, list[str]]:
+    """How many (child run, parent run) pairs were compared, and each child run created before
+    its parents allowed it: before a parent run it depends on had ended (each item's run for a
+    mapped parent; the start run for a root step), or, under rule ``all``, after a parent
+    outcome its edge does not accept."""
+    checked, bad = 0, []
+    for (step, index), child in rows.items():
+        if child["found"] is None:
+            continue
+        spec = definition[step]
+        created = child["created_at"]
+        if not spec.edges:
+            checked += 1
+            if start_finished is None or start_finished > created:
+                bad.append(f"{step}[{index}] created {created} before its start run ended")
+            continue
+        satisfied = 0
+        for parent, condition in spec.edges:
+            if definition[parent].mapped:
+                runs = [r for (s, i), r in rows.items() if s == parent and i >= 0]
+            else:
+                runs = [rows[(parent, -1)]] if (parent, -1) in rows else []
+            runs = [r for r in runs if r["found"] is not None]
+            ended = [r for r in runs if r["finished_at"] is not None]
+            checked += len(runs)
+            early = [r for r in runs if r["finished_at"] is None or r["finished_at"] > created]
+            refused = [r for r in ended if r["run_state"] not in _SATISFIES[condition]]
+            if not early and not refused:
+                satisfied += 1
+            if spec.rule == "any":
+                continue
+            if early or not runs:
+                bad.append(
+                    f"{step}[{index}] created {created} before its parent {parent} ended "
+                    f"({len(early)} of {len(runs)} parent run(s) unfinished then)"
+                )
+            elif spec.rule == "all" and refused:
+                bad.append(
+                    f"{step}[{index}] started though {parent} ended "
+                    f"{refused[0]['run_state']} (edge {condition})"
+                )
+        if spec.rule == "any" and not satisfied:
+            bad.append(f"{step}[{index}] created {created} before any parent allowed it")
+    return checked, bad
+
+
+def _workflows(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
+    """Workflow instances from the database: every instance an occurrence of the window started
+    has ended, and as designed; one run per (instance, step, map index), exactly one instance
+    per succeeded start run, no step run created before its parents allowed it."""
+    instances = _rows(
+        conn,
+        "SELECT i.id, i.workflow, i.version, i.state, i.reason, r.scheduled_for, "
+        "r.finished_at AS start_finished FROM workflow_instances i "
+        "LEFT JOIN runs r ON r.id = i.start_run_id ORDER BY i.created_at",
+    )
+    states = Counter(i["state"] for i in instances)
+    due = [i for i in instances if i["scheduled_for"] is not None and i["scheduled_for"] <= until]
+    v.data["workflow_instances"] = len(instances)
+    v.add(
+        "workflow instances (started in the window)",
+        f"{len(instances)} ({len(due)}): "
+        + (", ".join(f"{k} {n}" for k, n in sorted(states.items())) or "—"),
+    )
+    running = [i for i in due if i["state"] == "running"]
+    v.add(
+        "workflow instances of the window still running after the drain",
+        len(running),
+        limit="must be 0",
+        kind=INVARIANT,
+        ok=not running,
+    )
+    unsuccessful = [i for i in instances if i["state"] in ("failed", "cancelled")]
+    v.add(
+        "workflow instances that ended other than succeeded",
+        len(unsuccessful),
+        limit="must be 0 (the doomed step's failure is handled)",
+        kind=INVARIANT,
+        ok=not unsuccessful,
+    )
+    for i in (running + unsuccessful)[:10]:
+        v.details.append(f"workflow instance {i['id']}: {i['state']} ({i['reason']})")
+
+    starts = _rows(
+        conn,
+        "SELECT r.id, r.state, (SELECT count(*) FROM workflow_instances i "
+        "WHERE i.start_run_id = r.id) AS instances FROM runs r WHERE r.task = %(task)s",
+        task=WORKFLOW_TASK,
+    )
+    wrong = [s for s in starts if s["instances"] != (1 if s["state"] == "succeeded" else 0)]
+    succeeded = sum(1 for s in starts if s["state"] == "succeeded")
+    v.add(
+        "workflow start runs succeeded without exactly one instance (or others with one)",
+        len(wrong),
+        limit=f"must be 0 (of {len(starts)} start runs, {succeeded} succeeded)",
+        kind=INVARIANT,
+        ok=not wrong,
+    )
+    for s in wrong[:10]:
+        v.details.append(f"start run {s['id']} ({s['state']}): {s['instances']} instances")
+
+    steps = _rows(
+        conn,
+        "SELECT s.instance_id, s.step, s.map_index, s.state, s.run_id, r.id AS found, "
+        "r.idempotency_key, r.state AS run_state, r.created_at, r.finished_at "
+        "FROM workflow_steps s LEFT JOIN runs r ON r.id = s.run_id",
+    )
+    keyed = _rows(
+        conn,
+        "SELECT r.id, r.job_id, r.idempotency_key FROM runs r "
+        "WHERE r.idempotency_key LIKE %(prefix)s",
+        prefix=STEP_KEY_PREFIX + "%",
+    )
+    by_instance: dict[Any, dict[tuple[str, int], dict[str, Any]]] = defaultdict(dict)
+    for s in steps:
+        by_instance[s["instance_id"]][(s["step"], s["map_index"])] = s
+    step_runs = Counter(s["run_id"] for s in steps if s["run_id"] is not None)
+    keys = Counter((r["job_id"], r["idempotency_key"]) for r in keyed)
+    duplicate_keys = [k for k, n in keys.items() if n > 1]
+    orphans = [r for r in keyed if r["id"] not in step_runs]
+    shared = [r for r, n in step_runs.items() if n > 1]
+    missing = [s for s in steps if s["run_id"] is not None and s["found"] is None]
+    mislabelled = [
+        s
+        for s in steps
+        if s["found"] is not None
+        and s["idempotency_key"]
+        != f"{STEP_KEY_PREFIX}{s['instance_id']}:{s['step']}:{s['map_index']}"
+    ]
+    n = len(duplicate_keys) + len(orphans) + len(shared) + len(missing) + len(mislabelled)
+    v.add(
+        "step runs not one per (instance, step, map index)",
+        n,
+        limit=(
+            f"must be 0 (duplicate keys {len(duplicate_keys)}, runs of no step {len(orphans)}, "
+            f"shared {len(shared)}, gone {len(missing)}, wrong key {len(mislabelled)})"
+        ),
+        kind=INVARIANT,
+        ok=n == 0,
+    )
+    for r in orphans[:5]:
+        v.details.append(f"step run {r['id']} ({r['idempotency_key']}) belongs to no step")
+
+    ended = {i["id"] for i in instances if i["state"] != "running"}
+    wrong_items, off_design = [], []
+    for instance_id, rows in by_instance.items():
+        mapped = rows.get((WORKFLOW_MAPPED, -1))
+        items = sorted(i for s, i in rows if s == WORKFLOW_MAPPED and i >= 0)
+        opened = mapped is not None and mapped["state"] != "pending"
+        if opened and items != list(range(WORKFLOW_ITEMS)):
+            wrong_items.append(f"instance {instance_id}: {len(items)} mapped items")
+        if instance_id in ended:
+            off_design += [
+                f"instance {instance_id}: {s}[{i}] {r['state']}"
+                for (s, i), r in rows.items()
+                if r["state"] != WORKFLOW_END_STATES.get(s)
+            ]
+    v.add(
+        f"workflow instances whose mapped step has not exactly {WORKFLOW_ITEMS} items",
+        len(wrong_items),
+        limit="must be 0",
+        kind=INVARIANT,
+        ok=not wrong_items,
+    )
+    v.details.extend(wrong_items[:5])
+    v.add(
+        "steps of ended instances not in their designed end state",
+        len(off_design),
+        limit="must be 0 (" + ", ".join(f"{k} {s}" for k, s in WORKFLOW_END_STATES.items()) + ")",
+        kind=INVARIANT,
+        ok=not off_design,
+    )
+    v.details.extend(off_design[:10])
+
+    effects = _one(
+        conn,
+        """
+        SELECT
+          (SELECT count(*) FROM workflow_steps s JOIN runs r ON r.id = s.run_id
+           WHERE s.step = %(mapped)s AND s.map_index >= 0 AND r.state = 'succeeded') AS succeeded,
+          (SELECT count(*) FROM workflow_steps s JOIN runs r ON r.id = s.run_id
+           WHERE s.step = %(mapped)s AND s.map_index >= 0 AND r.state = 'succeeded'
+             AND NOT EXISTS (SELECT 1 FROM chaos_effects e
+                             WHERE e.run_id = r.id AND e.mode = 'wf_item')) AS missing,
+          (SELECT count(*) FROM chaos_effects WHERE mode = 'wf_item') AS executions,
+          (SELECT count(DISTINCT run_id) FROM chaos_effects WHERE mode = 'wf_item') AS runs
+        """,
+        mapped=WORKFLOW_MAPPED,
+    )
+    v.add(
+        "workflow step runs / mapped item runs succeeded / item executions (re-executed)",
+        f"{sum(step_runs.values())} / {effects['succeeded']} / {effects['executions']} "
+        f"({effects['executions'] - effects['runs']})",
+    )
+    v.add(
+        "mapped item effects missing (item run succeeded, no effect)",
+        effects["missing"],
+        limit="must be 0",
+        kind=INVARIANT,
+        ok=effects["missing"] == 0,
+    )
+
+    documents = {
+        (r["name"], r["version"]): _definition(r["definition"])
+        for r in _rows(conn, "SELECT name, version, definition FROM workflows")
+    }
+    checked, early = 0, []
+    for i in instances:
+        definition = documents.get((i["workflow"], i["version"]))
+        if definition is None:
+            continue
+        compared, bad = _step_order(definition, by_instance[i["id"]], i["start_finished"])
+        checked += compared
+        early += [f"instance {i['id']}: {b}" for b in bad]
+    v.add(
+        "step runs created before their parents allowed them",
+        len(early),
+        limit=f"must be 0 ({checked} child/parent run pairs compared)",
+        kind=INVARIANT,
+        ok=not early,
+    )
+    v.details.extend(early[:10])
 
 
 # --- attempts: re-executions and takeovers ----------------------------------------------------
@@ -747,6 +1013,7 @@ def check(
     _runs(conn, until, v)
     _effects(conn, caps, v)
     _long_runs(conn, caps, v)
+    _workflows(conn, until, v)
     leadership = _leader(conn, ev, timing, v, strict_timing)
     _attempts(conn, ev, timing, leadership, v, strict_timing)
     _processes(ev, v)
@@ -755,7 +1022,8 @@ def check(
 
 def pending(conn: psycopg.Connection[Any], until: datetime) -> int:
     """What the drain waits for: occurrences up to ``until`` with neither a finished run nor a
-    recorded skip (a run not yet materialized, or one still scheduled or running)."""
+    recorded skip (a run not yet materialized, or one still scheduled or running), and the
+    workflow instances such an occurrence started that are still running."""
     row = _one(
         conn,
         """
@@ -765,7 +1033,7 @@ def pending(conn: psycopg.Connection[Any], until: datetime) -> int:
             CROSS JOIN LATERAL generate_series(
                 c.first_fire,
                 CASE WHEN c.one_shot THEN c.first_fire ELSE %(until)s::timestamptz END,
-                interval '1 second') AS g(t)
+                make_interval(secs => c.period_s)) AS g(t)
             WHERE c.first_fire <= %(until)s
         )
         SELECT
@@ -775,7 +1043,9 @@ def pending(conn: psycopg.Connection[Any], until: datetime) -> int:
              AND NOT EXISTS (SELECT 1 FROM run_skips s WHERE s.job_id = e.job_id
                              AND e.t BETWEEN s.first_at AND s.last_at))
           + (SELECT count(*) FROM runs WHERE scheduled_for <= %(until)s
-             AND state IN ('scheduled', 'running')) AS pending
+             AND state IN ('scheduled', 'running'))
+          + (SELECT count(*) FROM workflow_instances i JOIN runs r ON r.id = i.start_run_id
+             WHERE r.scheduled_for <= %(until)s AND i.state = 'running') AS pending
         """,
         until=until,
     )

@@ -7,8 +7,9 @@
    window; a process that exits by itself is recorded as a crash and started again.
 4. Stop the chaos at instant S. Occurrences up to S − ``window_slack`` are the ones that count.
    Keep the cluster running, unharmed, until every one of them has a finished run or a recorded
-   skip (at most ``drain_timeout``): materialization lag and late takeovers at the end are
-   waited for, not counted as losses.
+   skip and every workflow instance one of them started has ended (at most
+   ``drain_timeout``): materialization lag and late takeovers at the end are waited for, not
+   counted as losses.
 5. SIGTERM everything (graceful shutdown), write what the harness did into the database, and
    check (chaos/checks.py).
 
@@ -79,6 +80,9 @@ class Options:
     base_url: str = field(default_factory=pg.base_url_from_env)
     cron_jobs: int = 32
     one_shots: int = 300
+    workflow_crons: int = 1
+    """Jobs starting the chaos workflow (fan-out of 100, fan-in) every few seconds."""
+    workflow_one_shots: int = 2
     seed: int | None = None
     settle: float = 2.0
     """A process may be killed once it, and every other process of its role, is registered in
@@ -302,7 +306,13 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
         )
     run = _Run(opts, say)
     caps = workload.capabilities()
-    mix = workload.Mix.of(opts.cron_jobs, opts.one_shots, exactly_once=caps["exactly_once"])
+    mix = workload.Mix.of(
+        opts.cron_jobs,
+        opts.one_shots,
+        exactly_once=caps["exactly_once"],
+        workflow_crons=opts.workflow_crons,
+        workflow_one_shots=opts.workflow_one_shots,
+    )
     workdir = opts.workdir or Path(tempfile.mkdtemp(prefix="duetime-chaos-run-"))
     workdir.mkdir(parents=True, exist_ok=True)
     made_workdir = opts.workdir is None

@@ -54,6 +54,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--cron-jobs", type=int, default=d.cron_jobs, help="every-second cron jobs")
     p.add_argument("--one-shots", type=int, default=d.one_shots)
+    p.add_argument(
+        "--workflow-crons",
+        type=int,
+        default=d.workflow_crons,
+        help="jobs starting the chaos workflow (fan-out of 100 and a fan-in) every 6 s",
+    )
+    p.add_argument("--workflow-one-shots", type=int, default=d.workflow_one_shots)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--drain-timeout", type=float, default=d.drain_timeout)
     p.add_argument(
@@ -99,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         base_url=args.pg_url,
         cron_jobs=args.cron_jobs,
         one_shots=args.one_shots,
+        workflow_crons=args.workflow_crons,
+        workflow_one_shots=args.workflow_one_shots,
         seed=seed,
         drain_timeout=args.drain_timeout,
         strict_timing=args.strict_timing,

@@ -17,7 +17,15 @@ Job kinds (``chaos_jobs.kind``):
 - ``once_fail`` — ``duetime.fail {"times": 2}`` with a short backoff: fails twice, then succeeds;
 - ``once_long`` — ``chaos.long``: a few seconds in steps, with ``ctx.checkpoint`` after each
   step and ``ctx.progress`` (when duetime has them); an attempt resumes from
-  ``ctx.last_checkpoint`` and logs where it resumed (``chaos_effects``, mode ``long_start``).
+  ``ctx.last_checkpoint`` and logs where it resumed (``chaos_effects``, mode ``long_start``);
+- ``cron_workflow`` — every ``WORKFLOW_PERIOD`` seconds, and ``once_workflow``, one-shots: a
+  job whose target is the workflow ``WORKFLOW`` (:func:`workflow`), so each run starts an
+  instance: ``root`` returns ``WORKFLOW_ITEMS`` items, ``item`` runs once per item (each
+  execution writes an effect row, mode ``wf_item``, and goes on for a moment),
+  ``fan_in`` after all items checks it got every result; ``doomed`` fails permanently, so
+  ``handler`` (its ``on_failure`` child) runs and ``never`` (its ``on_success`` child) is
+  skipped. A healthy instance therefore ends ``succeeded`` with the states of
+  ``WORKFLOW_END_STATES``.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import psycopg
 from duetime import AsyncApp, Retry
 from duetime.registration import JobSpec
 from duetime.targets.context import RunContext
+from duetime.workflows.definition import Workflow
 
 TASK_MODULE_NAME = "chaos_tasks"
 
@@ -45,7 +54,7 @@ import os
 
 import psycopg
 
-from duetime import App
+from duetime import App, Permanent
 
 app = App()
 URL = os.environ["CHAOS_DATABASE_URL"]
@@ -53,6 +62,7 @@ INSERT = (
     "INSERT INTO chaos_effects (run_id, job_id, mode, attempt, token, worker_id, info) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
+ITEM_HOLD = 0.2  # seconds a mapped workflow item goes on after writing its effect
 
 
 async def _maybe(value):
@@ -107,6 +117,41 @@ async def long_run(ctx, payload):
             await _maybe(ctx.checkpoint({"step": step + 1}))
         if hasattr(ctx, "progress"):
             await _maybe(ctx.progress((step + 1) / steps, f"step {step + 1} of {steps}"))
+
+
+@app.task("chaos.wf_root")
+async def wf_root(ctx, payload):
+    """A workflow's root: the items its mapped step runs over."""
+    return list(range(int(payload["items"])))
+
+
+@app.task("chaos.wf_item")
+async def wf_item(ctx, item):
+    """One mapped item: an effect row per execution (info: the item), then ITEM_HOLD s more."""
+    await _insert("wf_item", ctx, int(item))
+    await asyncio.sleep(ITEM_HOLD)
+    return item
+
+
+@app.task("chaos.wf_fan_in")
+async def wf_fan_in(ctx, payload):
+    """After every item: their results, all of them, in item order."""
+    got = ctx.parents["item"]
+    if got != list(range(int(payload["items"]))):
+        raise Permanent(f"fan-in got {len(got)} results, not items 0..{payload['items'] - 1}")
+    await _insert("wf_fan_in", ctx, len(got))
+    return len(got)
+
+
+@app.task("chaos.wf_doomed")
+async def wf_doomed(ctx):
+    """Fails for good: its on_failure child runs, its on_success child is skipped."""
+    raise Permanent("chaos: this step always fails")
+
+
+@app.task("chaos.wf_handler")
+async def wf_handler(ctx):
+    return "handled"
 '''
 
 SCHEMA = """
@@ -115,7 +160,8 @@ CREATE TABLE chaos_jobs (
     name       text NOT NULL,
     kind       text NOT NULL,
     one_shot   boolean NOT NULL,
-    first_fire timestamptz NOT NULL
+    first_fire timestamptz NOT NULL,
+    period_s   integer NOT NULL DEFAULT 1  -- a cron job's occurrences: every period_s seconds
 );
 CREATE TABLE chaos_effects (
     id        bigserial PRIMARY KEY,
@@ -153,6 +199,34 @@ HOLD = 0.5
 LONG_STEPS = 8
 LONG_STEP_SECONDS = 0.5
 
+WORKFLOW = "chaos-fan"
+WORKFLOW_ITEMS = 100
+WORKFLOW_MAPPED = "item"
+WORKFLOW_PERIOD = 6
+"""Seconds between the occurrences of a ``cron_workflow`` job (a divisor of 60)."""
+WORKFLOW_END_STATES = {
+    "root": "succeeded",
+    "item": "succeeded",
+    "fan_in": "succeeded",
+    "doomed": "failed",
+    "handler": "succeeded",
+    "never": "skipped",
+}
+"""Each step's end state in an instance that ran as designed (every mapped item: succeeded)."""
+
+
+def workflow() -> Workflow:
+    """The chaos workflow (see the module docstring)."""
+    flow = Workflow(WORKFLOW)
+    items = {"items": WORKFLOW_ITEMS}
+    root = flow.step("root", task="chaos.wf_root", payload=items)
+    item = flow.step(WORKFLOW_MAPPED, task="chaos.wf_item", map_over=root)
+    flow.step("fan_in", task="chaos.wf_fan_in", payload=items, after=item)
+    doomed = flow.step("doomed", task="chaos.wf_doomed", after=root)
+    flow.step("handler", task="chaos.wf_handler", after=doomed.failed)
+    flow.step("never", task="chaos.wf_handler", after=doomed)
+    return flow
+
 
 def capabilities() -> dict[str, bool]:
     """Which optional duetime features this tree has (job kinds that need them are skipped)."""
@@ -170,7 +244,15 @@ class Mix:
     counts: dict[str, int]
 
     @classmethod
-    def of(cls, cron_jobs: int, one_shots: int, *, exactly_once: bool) -> Mix:
+    def of(
+        cls,
+        cron_jobs: int,
+        one_shots: int,
+        *,
+        exactly_once: bool,
+        workflow_crons: int = 1,
+        workflow_one_shots: int = 2,
+    ) -> Mix:
         def share(total: int, weights: dict[str, int]) -> dict[str, int]:
             out = {k: total * w // sum(weights.values()) for k, w in weights.items()}
             first = next(iter(weights))
@@ -188,7 +270,8 @@ class Mix:
         if not exactly_once:
             cron["cron_effect"] += cron.pop("cron_exactly_once")
             once["once_effect"] += once.pop("once_exactly_once")
-        return cls({**share(cron_jobs, cron), **share(one_shots, once)})
+        workflows = {"cron_workflow": workflow_crons, "once_workflow": workflow_one_shots}
+        return cls({**share(cron_jobs, cron), **share(one_shots, once), **workflows})
 
     @property
     def total(self) -> int:
@@ -203,6 +286,11 @@ def _spec(kind: str, name: str, at: datetime | None) -> JobSpec:
         common["at"] = at
     if kind in ("cron", "cron_effect", "cron_exactly_once"):
         common["overlap"] = "allow"
+    if kind.endswith("workflow"):  # overlap allow: a start run a kill delays skips nothing
+        common.update(target={"type": "workflow", "name": WORKFLOW}, overlap="allow")
+        if kind.startswith("cron"):
+            common["cron"] = f"*/{WORKFLOW_PERIOD} * * * * *"
+        return JobSpec(**common)
     if kind == "cron_misfire_skip":
         common.update(misfire="skip", misfire_grace=2.0)
     if kind.endswith("exactly_once"):
@@ -223,13 +311,15 @@ def _spec(kind: str, name: str, at: datetime | None) -> JobSpec:
 async def register(
     url: str, mix: Mix, *, window: tuple[datetime, datetime], rng: random.Random
 ) -> int:
-    """Create the chaos tables and the jobs (one-shots at random instants within ``window``),
-    and record each job's first fire instant in ``chaos_jobs``. Returns the number of jobs."""
+    """Create the chaos tables, register the chaos workflow and create the jobs (one-shots at
+    random instants within ``window``), and record each job's first fire instant in
+    ``chaos_jobs``. Returns the number of jobs."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SCHEMA)
     span = (window[1] - window[0]).total_seconds()
     rows = []
     async with AsyncApp(url, migrate=True) as app:
+        await app.workflows.register(workflow(), allow_unregistered=True)
         for kind, count in mix.counts.items():
             for i in range(count):
                 at = None
@@ -238,11 +328,12 @@ async def register(
                 spec = _spec(kind, f"{kind}-{i:03d}-{uuid.uuid4().hex[:6]}", at)
                 job = await app.schedule_spec(spec, allow_unregistered=True)
                 first = job.next_fire_at or datetime.now(UTC)
-                rows.append((job.id, job.name, kind, not kind.startswith("cron"), first))
+                period = WORKFLOW_PERIOD if kind == "cron_workflow" else 1
+                rows.append((job.id, job.name, kind, not kind.startswith("cron"), first, period))
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany(
-            "INSERT INTO chaos_jobs (job_id, name, kind, one_shot, first_fire) "
-            "VALUES (%s, %s, %s, %s, %s)",
+            "INSERT INTO chaos_jobs (job_id, name, kind, one_shot, first_fire, period_s) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
             rows,
         )
     return len(rows)

@@ -10,6 +10,13 @@ are deleted before each test (migrating a fresh schema costs ~0.1 s a test), exc
 marked ``fresh_database``, which get a ``pg_url``. When the server is unreachable the postgres
 tests are skipped, except under ``CI=true`` where they fail. ``-m "not postgres"`` deselects
 them.
+
+PgBouncer: with ``DUETIME_TEST_PGBOUNCER=1`` the store fixtures gain a third store,
+``pgbouncer``: the same PostgreSQL through a real PgBouncer in transaction pooling mode
+(tests/pgbouncer_kit.py), with ``DUETIME_PGBOUNCER=transaction`` and a direct
+``DUETIME_LISTEN_URL`` set for the test (apps made from the URL read them), for the folders
+of :data:`PGBOUNCER_SUITES` only (elsewhere tests build settings of their own, without the
+mode, and their ``pgbouncer`` variants are deselected).
 """
 
 from __future__ import annotations
@@ -27,11 +34,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from duetime._clock import Clock, FrozenClock
-from duetime.store import Store, create_store
+from duetime._config import Settings
+from duetime.store import Pooling, Store, create_store
 
 PG_URL_ENV = "DUETIME_TEST_PG_URL"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_STORE_MODULE = "duetime.store.postgres.store"
+PGBOUNCER_ENV = "DUETIME_TEST_PGBOUNCER"
+PGBOUNCER_SUITES = ("store", "worker", "workflows")
+"""The test folders whose ``store_url`` tests also run through PgBouncer: the store
+conformance suite and the worker and workflow end-to-end tests."""
 
 # --- hypothesis ----------------------------------------------------------------------------
 
@@ -56,10 +68,36 @@ def pytest_configure(config: pytest.Config) -> None:
         "fresh_database: store tests get an empty, unmigrated database (on PostgreSQL a fresh "
         "schema) instead of the shared one emptied between tests",
     )
+    config.addinivalue_line(
+        "markers",
+        "pgbouncer: runs through a real PgBouncer in transaction pooling mode "
+        "(tests/pgbouncer_kit.py; the store fixtures' third store with DUETIME_TEST_PGBOUNCER=1)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``pgbouncer`` store outside :data:`PGBOUNCER_SUITES`."""
+    if not through_pgbouncer():
+        return
+    here = os.path.dirname(__file__)
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        bounced = callspec is not None and callspec.params.get("store_url") == "pgbouncer"
+        folder = os.path.relpath(str(item.path), here).split(os.sep)[0]
+        (dropped if bounced and folder not in PGBOUNCER_SUITES else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def through_pgbouncer() -> bool:
+    """Whether the store fixtures also run through PgBouncer (``DUETIME_TEST_PGBOUNCER=1``)."""
+    return os.environ.get(PGBOUNCER_ENV, "").strip() == "1"
 
 
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "dev"))
@@ -281,25 +319,64 @@ def clock(t0: datetime) -> FrozenClock:
     return FrozenClock(t0)
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
+@pytest.fixture(scope="session")
+def pgbouncer(pg_database: str) -> Iterator[Any]:
+    """A PgBouncer in transaction pooling mode in front of the session's server
+    (tests/pgbouncer_kit.py); skipped when pgbouncer is not installed, except under CI=true."""
+    from tests.pgbouncer_kit import PgBouncer, pgbouncer_binary
+
+    if pgbouncer_binary() is None:
+        _unavailable("pgbouncer is not installed (apt-get install -y pgbouncer)")
+    bouncer = PgBouncer(pg_database)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+def pgbouncer_alias(bouncer: Any, direct_url: str) -> str:
+    """A URL through ``bouncer`` of the database and schema (its ``search_path`` option) that
+    ``direct_url`` names: PgBouncer does not forward ``options``, its alias sets the schema."""
+    parts = urlsplit(direct_url)
+    options = dict(parse_qsl(parts.query)).get("options", "")
+    schema = options.partition("-csearch_path=")[2].split(" ")[0] or None
+    name = f"a_{schema or _dbname(direct_url)}"
+    return cast(str, bouncer.alias(name, dbname=_dbname(direct_url), schema=schema))
+
+
+_STORES = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+if through_pgbouncer():
+    _STORES.append(
+        pytest.param(
+            "pgbouncer", id="pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]
+        )
+    )
+
+
+@pytest.fixture(params=_STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The URL of an empty database for one test, for each store: SQLite, a fresh file;
     PostgreSQL, the session's shared schema emptied of rows (migrated once), or — for tests
-    marked ``fresh_database`` — a fresh, unmigrated schema."""
+    marked ``fresh_database`` — a fresh, unmigrated schema; ``pgbouncer`` (opt-in), the same
+    through PgBouncer, with the settings that mode needs in the environment."""
     if request.param == "sqlite":
         return str(tmp_path / "duetime.db")
     if importlib.util.find_spec(PG_STORE_MODULE) is None:
         _unavailable(f"{PG_STORE_MODULE} does not exist yet")
     if request.node.get_closest_marker("fresh_database"):
-        return request.getfixturevalue("pg_url")
-    shared: SharedSchema = request.getfixturevalue("pg_shared_schema")
-    empty_pg_schema(shared.connection())
-    return shared.url
+        url = cast(str, request.getfixturevalue("pg_url"))
+    else:
+        shared: SharedSchema = request.getfixturevalue("pg_shared_schema")
+        empty_pg_schema(shared.connection())
+        url = shared.url
+    if request.param == "pgbouncer":
+        monkeypatch.setenv("DUETIME_PGBOUNCER", "transaction")
+        monkeypatch.setenv("DUETIME_LISTEN_URL", url)
+        return pgbouncer_alias(request.getfixturevalue("pgbouncer"), url)
+    return url
 
 
 StoreFactory = Callable[..., Awaitable[Store]]
@@ -313,10 +390,11 @@ async def make_store(store_url: str, clock: FrozenClock) -> AsyncIterator[StoreF
     store on its default clock (the database clock on PostgreSQL) instead of the frozen one."""
     opened: list[Store] = []
     frozen = clock
+    pooling = Pooling.of(Settings.from_env(database_url=store_url))  # PgBouncer's, if any
 
     async def factory(*, migrate: bool = True, clock: Clock | object | None = _FROZEN) -> Store:
         chosen = frozen if clock is _FROZEN else cast("Clock | None", clock)
-        store = create_store(store_url, clock=chosen)
+        store = create_store(store_url, clock=chosen, pooling=pooling)
         await store.open()
         opened.append(store)
         if migrate:

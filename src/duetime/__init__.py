@@ -46,12 +46,18 @@ from duetime.errors import (
 if TYPE_CHECKING:
     from duetime.app import App, AsyncApp
     from duetime.targets.context import RunContext
+    from duetime.workflows.definition import Workflow
 
 __version__ = "0.1.0"
 
 # Imported on first use: ``import duetime`` (the CLI's start, the pytest plugin's load in
 # every test session of a project that installs duetime) then costs the value types only.
-_LAZY = {"App": "duetime.app", "AsyncApp": "duetime.app", "RunContext": "duetime.targets.context"}
+_LAZY = {
+    "App": "duetime.app",
+    "AsyncApp": "duetime.app",
+    "RunContext": "duetime.targets.context",
+    "Workflow": "duetime.workflows.definition",
+}
 
 
 __getattr__ = lazy_names(__name__, _LAZY, globals())
@@ -88,4 +94,5 @@ __all__ = [
     "UnsupportedFeature",
     "UsageError",
     "ValidationError",
+    "Workflow",
 ]

@@ -19,6 +19,15 @@ DEFAULT_DATABASE_URL = "duetime.db"
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     """A SQLite path (or ``sqlite:///path``) or a ``postgresql://`` URL."""
+    pgbouncer: str = ""
+    """``transaction`` when ``database_url`` is PgBouncer in transaction pooling mode (no
+    prepared statements, no session state); empty (or ``session``) otherwise
+    (docs/howto/pgbouncer.md)."""
+    listen_url: str = ""
+    """A direct ``postgresql://`` URL to hear notifications on (new runs, cancellations, API key
+    news); empty: ``database_url``, or polling under ``pgbouncer=transaction``."""
+    database_pool_size: int = 10
+    """The most pooled PostgreSQL connections one store (one process) opens."""
     lease_ttl: float = 30.0
     heartbeat_interval: float = 10.0
     reaper_interval: float = 5.0
@@ -44,14 +53,21 @@ class Settings:
     backoff_factor: float = 2.0
     backoff_cap: float = 600.0
     misfire_grace: float = 60.0
+    backfill_rate: float = 10.0
+    """Runs of one backfill (``duetime jobs backfill``) released per second: their
+    ``available_at`` is spaced by ``1 / backfill_rate`` (docs/scheduling.md, "Backfill")."""
     payload_limit: int = 64 * 1024
     shutdown_grace: float = 30.0
     startup_wait: float = 0.0
     """How long opening the store keeps retrying, with backoff, while the database is
     unreachable; 0 fails at once. ``duetime scheduler``/``worker``/``up`` default to 600 s."""
     retention_days: float = 90.0
-    leader_ttl: float = 15.0
-    """How long a leadership lasts unless renewed (renewed every third of it)."""
+    leader_ttl: float = 3.0
+    """How long a leadership lasts unless renewed (renewed every third of it): a dead leader
+    is replaced within ``4/3`` of it (docs/reliability.md)."""
+    partition_lease_ttl: float = 3.0
+    """How long a scheduler's partition leases last unless renewed (renewed every third of
+    it): a dead scheduler's partitions are taken over within ``4/3`` of it."""
     worker_stale_after: float = 60.0
     """A worker that has not heartbeated for this long no longer counts as serving its tasks."""
     http_allow_hosts: str = ""
@@ -110,6 +126,27 @@ class Settings:
     alert_dead_lookback: float = 86400.0
     """Dead runs that died within this window are alerted (older ones when the leader first
     starts are not)."""
+    workflow_max_steps: int = 1000
+    """Static steps a workflow definition may have."""
+    workflow_max_mapped: int = 10_000
+    """Items a mapped step may run over (a longer list fails the step)."""
+    result_max_bytes: int = 1024 * 1024
+    """Largest result (JSON) a run keeps; a workflow step over it fails, a job's is dropped."""
+    commands: str = ""
+    """The commands this worker may run for command targets: JSON (``{"name": {"argv": […],
+    …}}``) or the path of a JSON file (targets/command.py, docs/targets.md); empty: none."""
+    breaker_threshold: int = 5
+    """Consecutive failures of one target host or command that open its circuit breaker."""
+    breaker_cooldown: float = 30.0
+    """Seconds an open breaker holds its runs back before one probe run goes through."""
+    brokers: str = ""
+    """The broker connections this worker serves for broker targets: JSON (``{"name":
+    {"type": "redis", "url": …}}``) or the path of a JSON file (targets/brokers/config.py,
+    docs/brokers.md); empty: none. Its relay publishes their outbox messages."""
+    alert_outbox_after: float = 60.0
+    """``outbox_backlog`` fires when the oldest unpublished broker message is this old."""
+    alert_breaker_open_after: float = 300.0
+    """``breaker_open`` fires when a circuit breaker has been open (or half-open) this long."""
     metrics_auth: str = "none"
     """Who may read the API's ``/metrics`` (its labels name every tenant): ``none`` needs no key
     (Prometheus scrapes it as is); ``admin`` needs an admin API key, 401 without one, 403 for
@@ -119,7 +156,7 @@ class Settings:
         positive = (
             "lease_ttl heartbeat_interval reaper_interval scheduler_tick worker_lookahead "
             "worker_poll_interval backoff_base backoff_factor backoff_cap shutdown_grace "
-            "retention_days worker_stale_after leader_ttl"
+            "retention_days worker_stale_after leader_ttl partition_lease_ttl"
         ).split()
         for name in positive:
             if not getattr(self, name) > 0:
@@ -130,6 +167,11 @@ class Settings:
             "worker_batch",
             "max_attempts",
             "payload_limit",
+            "workflow_max_steps",
+            "workflow_max_mapped",
+            "result_max_bytes",
+            "breaker_threshold",
+            "database_pool_size",
         ):
             if not getattr(self, name) >= 1:
                 raise ValidationError(name, f"must be >= 1, got {getattr(self, name)!r}")
@@ -139,6 +181,9 @@ class Settings:
             "alert_stuck_factor",
             "alert_no_worker_after",
             "alert_dead_lookback",
+            "breaker_cooldown",
+            "alert_breaker_open_after",
+            "alert_outbox_after",
         ):
             if not getattr(self, name) > 0:
                 raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
@@ -168,6 +213,8 @@ class Settings:
                 raise ValidationError(name, f"must be >= 0, got {getattr(self, name)!r}")
         if not self.startup_wait >= 0:
             raise ValidationError("startup_wait", f"must be >= 0, got {self.startup_wait!r}")
+        if not self.backfill_rate > 0:
+            raise ValidationError("backfill_rate", f"must be > 0, got {self.backfill_rate!r}")
         if self.scheduler_horizon < 0 or self.misfire_grace < 0:
             raise ValidationError("scheduler_horizon", "horizon and misfire grace must be >= 0")
         if self.heartbeat_interval >= self.lease_ttl:
@@ -177,6 +224,10 @@ class Settings:
             )
         if not self.database_url:
             raise ValidationError("database_url", "must not be empty")
+        if self.pgbouncer not in ("", "session", "transaction"):
+            raise ValidationError(
+                "pgbouncer", f"must be empty, 'session' or 'transaction', got {self.pgbouncer!r}"
+            )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -60,6 +60,8 @@ class ClusterStats:
     """The current, unexpired leadership."""
     queues: list[TenantQueueStats] = field(default_factory=list)
     """Due, in-flight and throttled runs per tenant and queue (``AsyncApp.tenant_stats``)."""
+    workflow_instances: list[tuple[str, str, str, int]] = field(default_factory=list)
+    """Workflow instances held, as (tenant, workflow, state, count)."""
 
     def tenant(self, tenant: str) -> TenantCounts:
         for counts in self.tenants:
@@ -183,6 +185,12 @@ class AlertKind(enum.StrEnum):
     RUN_STUCK = "run_stuck"
     SCHEDULER_BEHIND = "scheduler_behind"
     NO_WORKER = "no_worker"
+    JOB_PAUSED_ON_FAILURE = "job_paused_on_failure"
+    WORKFLOW_FAILED = "workflow_failed"
+    WORKFLOW_SLA_MISSED = "workflow_sla_missed"
+    BREAKER_OPEN = "breaker_open"
+    OUTBOX_BACKLOG = "outbox_backlog"
+    OUTBOX_DEAD = "outbox_dead"
 
 
 @dataclass(frozen=True, slots=True)

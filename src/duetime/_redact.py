@@ -33,9 +33,14 @@ def redact_target(target: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     out = dict(target)
     headers = out.get("headers")
-    if isinstance(headers, Mapping):
-        out["headers"] = dict.fromkeys(headers, REDACTED)
+    if isinstance(headers, Mapping):  # a secret reference ({"secret": NAME}) is no secret
+        out["headers"] = {k: v if _is_ref(v) else REDACTED for k, v in headers.items()}
     return out
+
+
+def _is_ref(value: object) -> bool:
+    """A reference to a secret the worker holds (``duetime.targets.secrets``)."""
+    return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("secret"), str)
 
 
 def has_redacted(target: object) -> bool:
@@ -58,7 +63,7 @@ def keep_redacted(target: Any, stored: Mapping[str, Any] | None) -> Any:
     for name, value in target["headers"].items():
         if value == REDACTED:
             kept = known.get(str(name).lower())
-            if not isinstance(kept, str) or kept == REDACTED:
+            if not (isinstance(kept, str) or _is_ref(kept)) or kept == REDACTED:
                 raise ValidationError(
                     f"target.headers.{name}",
                     f"is the redaction marker {REDACTED!r}, which keeps the job's stored "

@@ -25,6 +25,17 @@ _RECHECK_AFTER = 1.0
 _known: tuple[bool, float] = (False, float("-inf"))
 
 
+def traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span (a webhook's header, a broker message's),
+    or None without tracing or outside a recorded span."""
+    if _trace is None:
+        return None
+    context = _trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
 def enabled() -> bool:
     """True when spans would go somewhere: a real (non-proxy, non-no-op) tracer provider.
 

@@ -19,6 +19,10 @@ JSON = Any
 
 
 # The enums below share one shape by nature (a StrEnum of stored names): nothing to factor out.
+HTTP_TASK = "duetime.http"
+"""The built-in task of runs with an HTTP target (``targets/http.py`` executes them)."""
+
+
 class ScheduleKind(enum.StrEnum):
     NOW = "now"
     AT = "at"
@@ -71,6 +75,30 @@ class JobStatus(enum.StrEnum):
     PAUSED = "paused"
     CANCELLED = "cancelled"
     COMPLETED = "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class JobPause:
+    """Why a job is paused (decision 0023): ``by`` who (an operator's name, ``duetime`` for
+    pause on failure), ``note`` why, ``until`` when it resumes by itself (None: never)."""
+
+    by: str | None = None
+    note: str | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One entry of a job's lifecycle history: ``kind`` (``paused``, ``resumed``,
+    ``paused_on_failure``, ``retired``, ``tzdata_recomputed``), ``actor`` who did it
+    (``duetime`` when the system did), ``detail`` what it changed."""
+
+    id: int
+    job_id: uuid.UUID
+    at: datetime
+    kind: str
+    actor: str
+    detail: dict[str, JSON]
 
 
 class RunState(enum.StrEnum):
@@ -240,6 +268,15 @@ class Occurrence:
     """The same instant in the schedule's zone."""
     dst_note: str | None = None
     """Set when a DST change moved or doubled this occurrence (e.g. ``"moved from 02:30"``)."""
+    calendar_note: str | None = None
+    """Set when the job's calendars exclude it: ``skipped: calendar 'xmas' (Christmas Day)``
+    or ``runs at 2026-12-28T12:00:00Z (next_business_day; calendar 'weekend': sat)``."""
+
+    @property
+    def note(self) -> str | None:
+        """Its DST and calendar notes, joined (None: neither)."""
+        notes = [n for n in (self.dst_note, self.calendar_note) if n]
+        return "; ".join(notes) or None
 
 
 # store.base.JobUpsertParams repeats most fields on purpose: a write's input, not a stored job.
@@ -304,6 +341,22 @@ class Job:
     """Runs that may wait for the job's overlap key while it is busy (``serialize``, or
     ``allow`` at its limit); a newer one due at the cap is skipped ``queue_full``. 0: no
     limit."""
+    pause: JobPause | None = None
+    """While paused: who paused it, why and until when (docs/api.md, "Pause notes")."""
+    pause_after_dead: int | None = None
+    """Pause on failure: this many consecutive dead runs pause the job; None: never."""
+    declared_source: str | None = None
+    """The ``app.sync`` source that declared the job (the only sync that may retire it)."""
+    tzdata_version: str | None = None
+    """The tzdata release ``next_fire_at`` was computed with (zoned cron and calendar jobs)."""
+    calendars: tuple[str, ...] = ()
+    """Names of the tenant's exclusion calendars (``schedules/calendars.py``): an occurrence
+    one of them excludes is skipped (reason ``calendar:<name>``) or, with ``calendar_shift``,
+    moved."""
+    calendar_shift: str | None = None
+    """``next_business_day`` / ``previous_business_day``: an excluded occurrence becomes
+    available at the same wall time of the nearest day no calendar excludes; its run keeps the
+    original occurrence as ``scheduled_for``. None: excluded occurrences are skipped."""
     next_occurrence_at: datetime | None = field(default=None, compare=False)
     """The earliest occurrence not fired yet, what "next fire" shows: the scheduler writes runs
     ahead of their instant and moves ``next_fire_at`` past them, so this is the earliest of
@@ -359,6 +412,11 @@ class Run:
     """The latest ``ctx.checkpoint`` data; handed to the next attempt as ``ctx.last_checkpoint``."""
     cancel_requested: bool = False
     """A cancel was asked for while it was running; its worker sees it at the next heartbeat."""
+    result: JSON = None
+    """What the handler returned (JSON, within ``result_max_bytes``), once it succeeded."""
+    origin: str | None = None
+    """``backfill`` for a run a backfill created (``app.jobs.backfill``: never misfired);
+    None for the scheduler's and manual runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +521,23 @@ class TenantLimits:
     """Run starts per second across all workers (a token bucket of ``max(1, rate)`` starts)."""
     weight: int = 1
     """Its share of each claim relative to the other tenants with due runs."""
+    max_backfill_runs: int | None = None
+    """The most runs one backfill (``app.jobs.backfill``) may create."""
+    max_jobs: int | None = None
+    """Jobs the tenant may have registered (not cancelled) at once; None: no cap."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCalendar:
+    """A tenant's named exclusion calendar as stored: its rules in their JSON form
+    (``schedules/calendars.py`` reads them)."""
+
+    tenant: str
+    name: str
+    rules: list[dict[str, JSON]]
+    description: str
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +555,32 @@ class TenantQueueStats:
     throttled: int
     """Due runs held back right now by the tenant's quota (its in-flight limit is reached or
     its start bucket is empty); 0 for a tenant without limits."""
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerState:
+    """A circuit breaker that is not closed, as a worker reports it (targets/breaker.py):
+    ``key`` is ``http:<host>:<port>`` or ``command:<name>``; ``state`` ``open`` (runs wait
+    until ``retry_at``) or ``half_open`` (one probe run is let through)."""
+
+    worker_id: str
+    key: str
+    state: str
+    failures: int
+    """Consecutive failures that opened it (or kept it open)."""
+    opened_at: datetime
+    retry_at: datetime
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRotation:
+    """A tenant's webhook signing secret after a rotation: receivers accept ``secret`` now,
+    and the previous one until ``previous_until`` (both signatures are sent meanwhile)."""
+
+    tenant: str
+    secret: str
+    previous_until: datetime
 
 
 @dataclass(frozen=True, slots=True)

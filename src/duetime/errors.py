@@ -27,6 +27,35 @@ class UnknownTask(ValidationError):
     any other ValidationError ends the run (reason ``permanent_error``)."""
 
 
+class JobCapReached(ValidationError):
+    """Registering a new job would exceed its tenant's cap on registered jobs (``max_jobs``,
+    set with the tenant's limits): ``field`` is ``max_jobs``."""
+
+    def __init__(self, tenant: str, cap: int) -> None:
+        super().__init__(
+            "max_jobs",
+            f"tenant {tenant!r} has reached its cap of {cap} registered job(s); cancel or "
+            "delete jobs, or raise the cap (duetime tenants limits set --max-jobs)",
+        )
+        self.tenant = tenant
+        self.cap = cap
+
+
+class BackfillCapReached(ValidationError):
+    """A backfill would create more runs than its tenant allows one backfill
+    (``max_backfill_runs``, set with the tenant's limits): ``field`` is ``max_backfill_runs``.
+    Nothing was created."""
+
+    def __init__(self, tenant: str, job: str, runs: int, cap: int) -> None:
+        super().__init__(
+            "max_backfill_runs",
+            f"a backfill of {job!r} would create {runs} runs; tenant {tenant!r} allows at most "
+            f"{cap} per backfill: shorten the range, or raise the cap (duetime tenants limits "
+            "set --max-backfill-runs)",
+        )
+        self.cap = cap
+
+
 class NotFound(DuetimeError, LookupError):
     """No job, run or key with that id or name (within the caller's tenant)."""
 

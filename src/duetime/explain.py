@@ -26,6 +26,7 @@ from duetime._types import (
     RunTrigger,
     ScheduleKind,
 )
+from duetime.schedules import load_zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,15 @@ _SKIP_WHY = {
     "occurrence ran instead",
     "max_runs": "skipped: missed while nothing ran, and past the job's max_runs when it caught up",
 }
+
+
+def _skip_why(reason: str, default: str | None = None) -> str:
+    """Why a skip reason skipped: ``calendar:<name>`` names the job's calendar."""
+    if reason.startswith("calendar:"):
+        return f"skipped: excluded by the job's calendar {reason.removeprefix('calendar:')!r}"
+    return _SKIP_WHY.get(reason, reason if default is None else default)
+
+
 _CANCEL_WHY = {
     "job_cancelled": "cancelled: the job was cancelled",
     "cancelled": "cancelled by an operator",
@@ -170,6 +180,8 @@ def _report_run(
     )
     error = _error(run.last_error_class, run.last_error_message) or failure_text
     manual = " (manual trigger)" if run.trigger is RunTrigger.MANUAL else ""
+    if run.origin == "backfill":
+        manual = " (backfill)"
     state = run.state
     if state is RunState.SUCCEEDED:
         took = ""
@@ -197,7 +209,7 @@ def _report_run(
         )
     elif state is RunState.SKIPPED:
         what = "paused" if run.reason == "paused" else "skipped"
-        why = _SKIP_WHY.get(run.reason or "", f"skipped ({run.reason})")
+        why = _skip_why(run.reason or "", f"skipped ({run.reason})")
     elif state is RunState.CANCELLED:
         what = "cancelled"
         why = _CANCEL_WHY.get(run.reason or "", f"cancelled ({run.reason})")
@@ -258,7 +270,7 @@ def explain(
 ) -> Explanation:
     """Explain ``job`` from its newest ``runs``, its skip records (first, last, count, reason),
     the ``attempts`` of some runs, its ``next_fires`` and the tasks live workers serve."""
-    zone = ZoneInfo(job.schedule.tz)
+    zone = load_zone(job.schedule.tz)  # the tzdata package's rules, as the scheduler's
     reports = [_report_run(r, job, zone, now, attempts.get(r.id, ()), served_tasks) for r in runs]
     for first, last, count, reason in skips:
         reports.append(
@@ -268,7 +280,7 @@ def explain(
                 what="skipped",
                 why=(
                     f"{count} occurrence(s) from {_iso(first)} to {_iso(last)} were never run: "
-                    + _SKIP_WHY.get(reason, reason)
+                    + _skip_why(reason)
                     + (
                         f" (misfire grace {_seconds(job.misfire_grace)}, policy "
                         f"{job.misfire_policy})"

@@ -30,6 +30,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -37,6 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from duetime._monitoring import ClusterStats
+from duetime._outbox import OutboxDepth
 
 log = logging.getLogger("duetime.metrics")
 
@@ -191,6 +193,36 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.step_handoff = Histogram(
+            "duetime_workflow_step_handoff_seconds",
+            "Workflow step hand-off latency: a step run's start − its creation (when its "
+            "parents allowed it).",
+            ("tenant",),
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.breaker_state = Gauge(
+            "duetime_circuit_breaker_state",
+            "This worker's circuit breaker per target (http:<host>:<port>, command:<name>): "
+            "0 closed, 1 half-open, 2 open (targets/breaker.py).",
+            ("target",),
+            registry=r,
+        )
+        self.outbox_pending = Gauge(
+            "duetime_outbox_pending",
+            "Broker messages in the outbox not yet published, by connection (as this "
+            "process's relay last read them; docs/brokers.md).",
+            ("connection",),
+            registry=r,
+        )
+        self.outbox_oldest_age = Gauge(
+            "duetime_outbox_oldest_age_seconds",
+            "Age of the oldest unpublished broker message (0: none).",
+            registry=r,
+        )
+        self.outbox_dead = Gauge(
+            "duetime_outbox_dead", "Broker messages refused for good (dead messages).", registry=r
+        )
         self.cluster = ClusterCollector()
         r.register(self.cluster)
 
@@ -237,6 +269,12 @@ class Metrics:
         self._child(self.runs_started, t, k).inc(len(lags))
         observe_many(self._child(self.fire_lag, t), [max(0.0, lag) for lag in lags])
 
+    def steps_handed_off(self, tenant: str, latencies: Sequence[float]) -> None:
+        """Step runs of ``tenant`` started, ``latencies`` their hand-offs in seconds."""
+        observe_many(
+            self._child(self.step_handoff, self._tenant(tenant)), [max(0.0, x) for x in latencies]
+        )
+
     def attempts_ended(
         self, tenant: str, task: str, outcome: str, count: int, durations: Sequence[float] = ()
     ) -> None:
@@ -262,6 +300,19 @@ class Metrics:
             self._child(self.runs_succeeded, t, k).inc()
         elif state == "dead":
             self._child(self.runs_dead, t, k, reason or "unknown").inc()
+
+    def breaker_changed(self, target: str, value: int) -> None:
+        """A circuit breaker's new state (``targets.breaker.STATE_VALUES``)."""
+        self.breaker_state.labels(target).set(value)
+
+    def outbox_observed(self, depth: OutboxDepth, now: datetime) -> None:
+        """The outbox's depth, as a relay read it."""
+        self.outbox_pending.clear()
+        for connection, count in depth.by_connection.items():
+            self.outbox_pending.labels(connection).set(count)
+        age = 0.0 if depth.oldest is None else max(0.0, (now - depth.oldest).total_seconds())
+        self.outbox_oldest_age.set(age)
+        self.outbox_dead.set(depth.dead)
 
     # --- exposition -----------------------------------------------------------------------
 
@@ -298,6 +349,7 @@ class ClusterCollector(Collector):
         self._lock = asyncio.Lock()
         self._tenant = _Bounded(MAX_TENANTS)
         self._queue = _Bounded(MAX_QUEUES)
+        self._workflow = _Bounded(MAX_TASKS)
 
     async def refresh(self, source: StatsSource, *, max_age: float) -> None:
         async with self._lock:
@@ -330,6 +382,7 @@ class ClusterCollector(Collector):
                 family.add_metric([tenant], value)
         yield from families
         yield from self._queues(stats)
+        yield self._workflow_instances(stats)
         yield GaugeMetricFamily(
             "duetime_runs_due_oldest_age_max_seconds",
             "Age of the oldest due-but-not-started run of any tenant.",
@@ -373,6 +426,23 @@ class ClusterCollector(Collector):
             "1 while a node holds an unexpired leadership.",
             value=0 if stats.leader is None else 1,
         )
+
+    def _workflow_instances(self, stats: ClusterStats) -> Metric:
+        """Instances held by tenant, workflow and state, read from the database at scrape time
+        (instances end in whichever process completes their last step, or on cancel)."""
+        family = GaugeMetricFamily(
+            "duetime_workflow_instances",
+            "Workflow instances held (retention prunes ended ones), by tenant, workflow and "
+            "state (running, succeeded, failed, cancelled).",
+            labels=["tenant", "workflow", "state"],
+        )
+        folded: dict[tuple[str, str, str], int] = {}
+        for tenant, workflow, state, count in stats.workflow_instances:
+            key = (self._tenant(tenant), self._workflow(workflow), state)
+            folded[key] = folded.get(key, 0) + count
+        for key, count in sorted(folded.items()):
+            family.add_metric(list(key), count)
+        return family
 
     def _queues(self, stats: ClusterStats) -> Iterator[Metric]:
         """Per tenant and queue: due depth, oldest due age, in flight, throttled by quota."""

@@ -12,7 +12,7 @@ import operator
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -43,10 +43,15 @@ from duetime.schedules import (
     first_fire_after_change,
     next_fire_after,
     parse_every,
+    tzdb,
     validate_schedule,
 )
+from duetime.schedules.calendars import calendar_fields
 from duetime.store.base import BulkJob, JobRef, JobUpsertParams, Store, StoreTx
+from duetime.targets.brokers.validate import is_broker_target, validate_broker_target
+from duetime.targets.command import command_task, validate_command_target
 from duetime.targets.http import HTTP_TASK, validate_target
+from duetime.workflows.definition import WORKFLOW_TASK
 
 PARTITIONS = 256
 MAX_NAME = 200
@@ -131,6 +136,11 @@ class JobSpec:
     """Recurring schedules only: no occurrence after this instant fires; then it completes."""
     max_runs: int | None = None
     """Recurring schedules only: at most this many scheduled runs; then it completes."""
+    calendars: Sequence[str] = ()
+    """Names of the tenant's exclusion calendars: occurrences they exclude are skipped (or
+    moved, with ``calendar_shift``). The app checks that they exist."""
+    calendar_shift: str | None = None
+    """``next_business_day`` / ``previous_business_day`` (needs calendars)."""
 
 
 def partition_of(job_id: uuid.UUID) -> int:
@@ -473,6 +483,8 @@ class JobChanges(TypedDict, total=False):
     start_at: datetime | None
     end_at: datetime | None
     max_runs: int | None
+    calendars: Sequence[str]
+    calendar_shift: str | None
 
 
 SCHEDULE_CHANGES = frozenset({"cron", "at", "every", "now"})
@@ -517,6 +529,8 @@ def spec_of(job: Job) -> JobSpec:
         start_at=job.start_at,
         end_at=job.end_at,
         max_runs=job.max_runs,
+        calendars=job.calendars,
+        calendar_shift=job.calendar_shift,
     )
 
 
@@ -581,7 +595,10 @@ def changed_task(changes: JobChanges) -> str | None:
     """The task a registered-task check must know, if ``changes`` change it to a named
     function (a target runs under a built-in task; a wrong value is refused by validation)."""
     task = changes.get("task")
-    if changes.get("target") is None and isinstance(task, str) and task:
+    target = changes.get("target")
+    if isinstance(target, Mapping) and target.get("type") == "command":  # served by name
+        return command_task(validate_command_target(target)["name"])
+    if target is None and isinstance(task, str) and task:
         return task
     return None
 
@@ -674,9 +691,38 @@ def _retry_types(retry: object) -> tuple[type, ...] | None:
     return tuple(map(type, values))
 
 
+def workflow_target(target: Mapping[str, Any], task: object) -> dict[str, Any]:
+    """A workflow job's target, checked: ``{"type": "workflow", "name": <workflow>}``."""
+    if task is not None and task != WORKFLOW_TASK:
+        raise ValidationError("target", f"give either task or target, not both (task {task!r})")
+    unknown = set(target) - {"type", "name"}
+    if unknown:
+        raise ValidationError("target", f"unknown field(s): {', '.join(sorted(unknown))}")
+    name = target.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValidationError("target.name", "must name a registered workflow")
+    return {"type": "workflow", "name": name}
+
+
 def task_and_target(spec: JobSpec) -> tuple[str, dict[str, Any] | None]:
     """The task a job runs under, and its validated target: a target (``{"type": "http",
-    …}``) runs under the built-in task ``duetime.http``; otherwise ``task`` names a function."""
+    …}``) runs under the built-in task ``duetime.http``, a workflow (``{"type": "workflow",
+    "name": …}``) under ``duetime.workflow``, a command (``{"type": "command", "name": …}``)
+    under ``duetime.command:<name>`` (the task its serving workers publish); otherwise
+    ``task`` names a function."""
+    if isinstance(spec.target, Mapping) and spec.target.get("type") == "workflow":
+        return WORKFLOW_TASK, workflow_target(spec.target, spec.task)
+    if isinstance(spec.target, Mapping) and spec.target.get("type") == "command":
+        command = validate_command_target(spec.target)
+        task = command_task(command["name"])
+        if spec.task is not None and spec.task != task:
+            raise ValidationError("target", f"give either task or target, not both ({spec.task!r})")
+        return task, command
+    if is_broker_target(spec.target):  # redis, rabbitmq, nats: duetime.broker:<connection>
+        task, broker = validate_broker_target(spec.target)
+        if spec.task is not None and spec.task != task:
+            raise ValidationError("target", f"give either task or target, not both ({spec.task!r})")
+        return task, broker
     if spec.target is not None:
         if spec.task is not None and spec.task != HTTP_TASK:
             raise ValidationError(
@@ -746,6 +792,7 @@ def build_upsert(
         declared_delay=spec.at if isinstance(spec.at, timedelta) else None,
         rearm=rearm,
         declared_at=now,
+        tzdata_version=tzdb.current().version,
         **shared,
     )
 
@@ -754,7 +801,7 @@ SHARED_SPEC_FIELDS = (
     "task", "target", "priority", "retry", "timeout", "misfire", "misfire_grace", "overlap",
     "delivery", "queue", "tags", "max_concurrency", "concurrency_key", "max_backfill", "sla",
     "expected_duration", "jitter", "replace_timeout", "max_waiting", "start_at", "end_at",
-    "max_runs",
+    "max_runs", "calendars", "calendar_shift",
 )  # fmt: skip
 """The spec fields :func:`_shared_fields` reads: the part of a job many jobs of a bulk
 registration have in common (everything but name, schedule, payload and metadata)."""
@@ -1018,6 +1065,7 @@ def _overlap_fields(spec: JobSpec) -> dict[str, Any]:
         "concurrency_key": key,
         "max_backfill": backfill,
         **_waiting_fields(spec, policy, limit),
+        **calendar_fields(spec.calendars, spec.calendar_shift),
     }
 
 

@@ -35,11 +35,15 @@ async def test_put_and_get_limits(app: AsyncApp) -> None:
             "max_in_flight": None,
             "max_starts_per_second": None,
             "weight": 1,
+            "max_jobs": None,
+            "max_backfill_runs": None,
         }
         body = {"max_in_flight": 10, "max_starts_per_second": 2.5, "weight": 3}
         assert ok(await c.put("/api/v1/tenants/acme/limits", json=body)) == {
             "tenant": "acme",
             **body,
+            "max_jobs": None,
+            "max_backfill_runs": None,
         }
         assert ok(await c.get("/api/v1/tenants/acme/limits"))["weight"] == 3
         # PUT replaces them all: left out means no limit

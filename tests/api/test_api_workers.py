@@ -299,3 +299,25 @@ def test_a_task_name_claimed_by_one_tenant_is_unknown_to_the_others(
     with server.client(keys.acme_operator) as c:
         refused = problem(c.post("/jobs", json={"name": unique(), "task": task, "every": 60}), 422)
         assert refused["field"] == "task"
+
+
+def test_a_remote_success_keeps_its_result_within_the_limit(
+    server: ServerProcess, keys: Keys
+) -> None:
+    with server.client(keys.acme_operator) as c:
+        task = unique("remote.result")
+        job = make_job(c, task=task)
+        first = ok(c.post(f"/jobs/{job['id']}/trigger", json={}), 201)
+        (held,) = claim(c, "w1", task)
+        done = ok(complete(c, "w1", held, outcome="succeeded", result={"rows": [1, 2, 3]}))
+        assert done["state"] == "succeeded"
+        assert ok(c.get(f"/runs/{first['id']}"))["result"] == {"rows": [1, 2, 3]}
+
+        second = ok(c.post(f"/jobs/{job['id']}/trigger", json={}), 201)
+        (held,) = claim(c, "w1", task)
+        # over the result limit (1 MiB, the body limit too here: that one answers first)
+        huge = "x" * (1024 * 1024)
+        answer = complete(c, "w1", held, outcome="succeeded", result=huge)
+        assert answer.status_code in (413, 422), answer.text
+        assert ok(c.get(f"/runs/{second['id']}"))["state"] == "running"  # nothing written
+        assert ok(complete(c, "w1", held, outcome="succeeded"))["state"] == "succeeded"

@@ -181,3 +181,12 @@ def test_trigger_benchmark_compares_with_its_minimal_script() -> None:
     assert "of the minimal script" in out
     assert "POST …/trigger" in out
     assert "p99" in out
+
+
+@pytest.mark.postgres
+def test_takeover_measures_leader_and_partitions(pg_database: str) -> None:
+    out = bench("takeover", "--rounds", "1", pg=True)
+    assert "round 1: leader" in out
+    assert "every occurrence once: True" in out
+    out = bench("takeover", "--lag-jobs", "200", pg=True)
+    assert "longest gap between lease renewals" in out

@@ -1,6 +1,7 @@
 """The chaos test, short version: 2 schedulers and 3 workers as real processes on a fresh
-PostgreSQL database, ~45 s of SIGKILLs (one every ~3 s) and a PostgreSQL restart, then every
-invariant checked from the database (chaos/, docs/reliability.md).
+PostgreSQL database, ~45 s of SIGKILLs (one every ~3 s) and a PostgreSQL restart while jobs of
+every kind and workflows (a fan-out of 100 and a fan-in) run, then every invariant checked from
+the database (chaos/, docs/reliability.md).
 
 It restarts the PostgreSQL server at ``DUETIME_TEST_PG_URL``: with ``pg_ctlcluster`` when it runs
 as root next to that cluster, or with the shell command in ``CHAOS_PG_RESTART_CMD`` (``{mode}``
@@ -65,3 +66,4 @@ def test_invariants_hold_under_kills_and_a_postgres_restart(tmp_path: Path) -> N
     figures = {f.name: f.value for f in outcome.verdict.figures}
     assert figures["PostgreSQL restarts (down → accepting)"] != "0", "no restart happened"
     assert outcome.verdict.data["expected"] > 1000, "the workload ran"
+    assert outcome.verdict.data["workflow_instances"] > 3, "the workflows ran"

@@ -23,6 +23,8 @@ def test_set_and_show_one_tenant(invoke: Invoke) -> None:
         "max_in_flight": 5,
         "max_starts_per_second": None,
         "weight": 3,
+        "max_jobs": None,
+        "max_backfill_runs": None,
     }
     ok(invoke("tenants", "set", "acme", "--max-starts-per-second", "2.5"))
     shown = json.loads(ok(invoke("tenants", "show", "acme", "--json")).stdout)
@@ -31,6 +33,8 @@ def test_set_and_show_one_tenant(invoke: Invoke) -> None:
         "max_in_flight": 5,
         "max_starts_per_second": 2.5,
         "weight": 3,
+        "max_jobs": None,
+        "max_backfill_runs": None,
         "queues": [],
     }
     text = ok(invoke("tenants", "show", "acme")).stdout

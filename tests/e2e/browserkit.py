@@ -1,17 +1,23 @@
 """What the dashboard's browser tests share: Debian's Chromium driven by Playwright (a missing
-browser fails the run in CI and skips it elsewhere), a tab that collects console errors, and
-instants as the dashboard prints them."""
+browser fails the run in CI and skips it elsewhere), a tab that collects console errors, a
+server on a database a test filled, and instants as the dashboard prints them."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from tests.api.apikit import Keys, ServerProcess, make_keys, start
 from tests.conftest import in_ci
+
+T = TypeVar("T")
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -39,6 +45,24 @@ def shown(at: datetime) -> str:
     return at.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+@contextlib.contextmanager
+def served(
+    tmp_path_factory: pytest.TempPathFactory, fill: Callable[[str], Awaitable[T]]
+) -> Iterator[tuple[ServerProcess, Keys, T]]:
+    """A ``duetime server`` (no scheduler, no worker: nothing moves) on a fresh SQLite database
+    that ``fill`` filled, with the test keys and what ``fill`` returned. Use it from a
+    module-scoped fixture listed before ``browser``: it runs ``fill`` before Playwright's loop."""
+    tmp_path = tmp_path_factory.mktemp("dashboard")
+    db = str(tmp_path / "dashboard.db")
+    keys = make_keys(db)
+    filled = asyncio.run(fill(db))
+    server = start(db, command="server", cwd=tmp_path)
+    try:
+        yield server, keys, filled
+    finally:
+        server.stop()
+
+
 class Tab:
     """One page with its console errors collected."""
 
@@ -63,6 +87,19 @@ class Tab:
 
     def loaded(self, hash_: str) -> None:
         self.page.wait_for_selector(f"#view[data-loaded='{hash_}']")
+
+    def job_fields(self, name: str) -> dict[str, str]:
+        """Open the job ``name`` from the jobs list; its page's fields (label → text)."""
+        self.open(f"#/jobs?q={name}")
+        self.page.locator(f"a:has-text('{name}')").first.click()
+        self.page.wait_for_selector(f"h1:has-text('Job {name}')")
+        return dict(
+            zip(
+                self.page.locator("dl.fields dt").all_inner_texts(),
+                self.page.locator("dl.fields dd").all_inner_texts(),
+                strict=True,
+            )
+        )
 
     def shot(self, name: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)

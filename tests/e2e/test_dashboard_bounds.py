@@ -4,7 +4,6 @@ against a real ``duetime server``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,8 +11,8 @@ from typing import Any
 import pytest
 
 from duetime.app import AsyncApp
-from tests.api.apikit import Keys, ServerProcess, make_keys, start
-from tests.e2e.browserkit import Tab, shown
+from tests.api.apikit import Keys, ServerProcess
+from tests.e2e.browserkit import Tab, served, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,15 +36,8 @@ async def bounded(db: str) -> None:
 # module-scoped, listed before the browser: set up before Playwright runs its event loop
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Keys]]:
-    tmp_path = tmp_path_factory.mktemp("dashboard")
-    db = str(tmp_path / "dashboard.db")
-    keys = make_keys(db)
-    asyncio.run(bounded(db))
-    server = start(db, command="server", cwd=tmp_path)  # no scheduler: nothing moves
-    try:
+    with served(tmp_path_factory, bounded) as (server, keys, _):
         yield server, keys
-    finally:
-        server.stop()
 
 
 def test_the_job_page_shows_the_bounds_and_the_runs_left(
@@ -56,16 +48,7 @@ def test_the_job_page_shows_the_bounds_and_the_runs_left(
     page = tab.page
     try:
         tab.login(keys.acme_viewer, "acme · viewer")
-        tab.open("#/jobs?q=hourly")
-        page.locator("a:has-text('hourly')").first.click()
-        page.wait_for_selector("h1:has-text('Job hourly')")
-        fields = dict(
-            zip(
-                page.locator("dl.fields dt").all_inner_texts(),
-                page.locator("dl.fields dd").all_inner_texts(),
-                strict=True,
-            )
-        )
+        fields = tab.job_fields("hourly")
         assert fields["starts"] == shown(START)
         assert fields["ends"] == shown(END)
         assert fields["runs left"] == "3 of 3"

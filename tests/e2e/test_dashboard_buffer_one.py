@@ -3,15 +3,14 @@ Chromium against a real ``duetime server``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from duetime.app import AsyncApp
-from tests.api.apikit import Keys, ServerProcess, make_keys, start
-from tests.e2e.browserkit import Tab
+from tests.api.apikit import Keys, ServerProcess
+from tests.e2e.browserkit import Tab, served
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,15 +31,8 @@ async def jobs(db: str) -> dict[str, str]:
 def site(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[ServerProcess, Keys, dict[str, str]]]:
-    tmp_path = tmp_path_factory.mktemp("dashboard")
-    db = str(tmp_path / "dashboard.db")
-    keys = make_keys(db)
-    ids = asyncio.run(jobs(db))
-    server = start(db, command="server", cwd=tmp_path)
-    try:
+    with served(tmp_path_factory, jobs) as (server, keys, ids):
         yield server, keys, ids
-    finally:
-        server.stop()
 
 
 def test_the_job_page_shows_max_waiting_and_replace_timeout(

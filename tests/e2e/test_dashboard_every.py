@@ -4,15 +4,14 @@ against a real ``duetime server``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from duetime.app import AsyncApp
-from tests.api.apikit import Keys, ServerProcess, make_keys, start
-from tests.e2e.browserkit import Tab
+from tests.api.apikit import Keys, ServerProcess
+from tests.e2e.browserkit import Tab, served
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,15 +25,8 @@ async def declare(db: str) -> None:
 # module-scoped, listed before the browser: set up before Playwright runs its event loop
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Keys]]:
-    tmp_path = tmp_path_factory.mktemp("dashboard")
-    db = str(tmp_path / "dashboard.db")
-    keys = make_keys(db)
-    asyncio.run(declare(db))
-    server = start(db, command="server", cwd=tmp_path)
-    try:
+    with served(tmp_path_factory, declare) as (server, keys, _):
         yield server, keys
-    finally:
-        server.stop()
 
 
 def test_the_job_page_shows_the_every_as_declared(

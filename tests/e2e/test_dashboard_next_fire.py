@@ -4,7 +4,6 @@ not the scheduler's ``next_fire_at`` past the runs it wrote ahead."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,8 +13,8 @@ import pytest
 from duetime.app import AsyncApp
 from duetime.scheduler.materializer import materialize
 from duetime.scheduler.planner import plan_job
-from tests.api.apikit import Keys, ServerProcess, make_keys, start
-from tests.e2e.browserkit import Tab, shown
+from tests.api.apikit import Keys, ServerProcess
+from tests.e2e.browserkit import Tab, served, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,15 +35,8 @@ def site(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[ServerProcess, Keys, datetime, datetime]]:
     """A server on a database with the job written ahead (set up before Playwright's loop)."""
-    tmp_path = tmp_path_factory.mktemp("dashboard")
-    db = str(tmp_path / "dashboard.db")
-    keys = make_keys(db)
-    first, cursor = asyncio.run(written_ahead(db))
-    server = start(db, command="server", cwd=tmp_path)  # no scheduler: nothing moves
-    try:
+    with served(tmp_path_factory, written_ahead) as (server, keys, (first, cursor)):
         yield server, keys, first, cursor
-    finally:
-        server.stop()
 
 
 def test_the_jobs_list_and_job_page_show_the_earliest_occurrence(

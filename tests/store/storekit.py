@@ -165,9 +165,16 @@ async def materialize(
     horizon: float = 0.0,
     limit: int = 500,
     partitions: tuple[int, int] | None = None,
+    owner: str | None = None,
 ) -> MaterializeResult:
     return await materialize_batch(
-        store, planner, horizon=horizon, limit=limit, now=now, partitions=partitions
+        store,
+        planner,
+        horizon=horizon,
+        limit=limit,
+        now=now,
+        partitions=partitions,
+        owner=owner,
     )
 
 

@@ -29,6 +29,13 @@ ONLY_POSTGRES = {
     "runs_start_judged": "the pipelined start batch: one statement per verdict",
     "attempts_insert": "attempt rows from column arrays (unnest); SQLite records one row at a "
     "time (attempt_record), keeping a takeover's record replaceable",
+    "run_trigger_by_id_audited": "the trigger with its audit record in one statement (a "
+    "data-modifying CTE); SQLite inserts audit_insert in the same BEGIN IMMEDIATE",
+    "run_trigger_by_name_audited": "as run_trigger_by_id_audited",
+    "enlist_home": "transactional enqueue on a caller's connection is PostgreSQL's "
+    "(docs/decisions/0024); SQLite's store refuses it",
+    "enlist_enter": "as enlist_home: duetime's schema set in the caller's transaction",
+    "enlist_leave": "as enlist_home: the caller's search path put back",
 }
 
 ONLY_SQLITE = {

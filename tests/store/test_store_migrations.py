@@ -224,9 +224,10 @@ def sqlite_schema(path: str) -> dict[str, Any]:
                     for _, _, col, desc, _, key in conn.execute(f"PRAGMA index_xinfo('{name}')")
                     if key
                 ]
-                (sql,) = conn.execute(
+                found = conn.execute(
                     "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
                 ).fetchone()
+                sql = None if found is None else found[0]  # a WITHOUT ROWID table's key: none
                 indexes[name] = {
                     "columns": ", ".join(keys),
                     "unique": bool(unique),

@@ -114,7 +114,10 @@ async def test_a_completion_waiting_on_a_deleted_run_records_no_attempt(
         xid = await (await deleter.execute("SELECT pg_current_xact_id()::text")).fetchone()
         assert xid is not None
         finishing = asyncio.create_task(complete(store, t0 + s(1), completion(claimed)))
-        async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as watch:
+        watching = psycopg.AsyncConnection.connect(  # no prepared statements: PgBouncer's too
+            store_url, autocommit=True, prepare_threshold=None
+        )
+        async with await watching as watch:
             while not finishing.done():  # until the completion waits for the deleter's lock
                 waiting = await watch.execute(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' "

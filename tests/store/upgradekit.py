@@ -30,7 +30,8 @@ def write(store: Store, url: str, sql: str, rows: list[tuple[Any, ...]]) -> None
         return
     import psycopg
 
-    with psycopg.connect(url) as pg, pg.cursor() as cur:
+    # no prepared statements: the URL may be PgBouncer's in transaction pooling mode
+    with psycopg.connect(url, prepare_threshold=None) as pg, pg.cursor() as cur:
         cur.executemany(sql.replace("?", "%s"), rows)
 
 

@@ -93,8 +93,9 @@ def test_the_documents_have_python_and_shell_blocks() -> None:
 
 
 @pytest.mark.parametrize("document", PYTHON_DOCUMENTS, ids=lambda d: str(d.relative_to(ROOT)))
-def test_python_blocks_run(document: Path, tmp_path: Path) -> None:
+def test_python_blocks_run(document: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     database = str(tmp_path / "docs.db")
+    monkeypatch.chdir(tmp_path)  # a snippet's relative paths (`App("duetime.db")`) land here
     namespace: dict[str, Any] = {"__name__": "__doc_snippet__"}
     opened: list[Any] = []
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from duetime import App, AsyncApp, ValidationError
-from duetime.app import Bulk, Jobs, Keys, Monitoring, Runs, Tenants
+from duetime.app import Bulk, Jobs, Keys, Lifecycle, Monitoring, Runs, Tenants
 from duetime.app._flat import FlatOperations
 from duetime.app._forward import Forward, Operation
 from duetime.app._service import Service
@@ -41,6 +41,7 @@ SERVICES = {
     "tenants": Tenants,
     "keys": Keys,
     "monitoring": Monitoring,
+    "lifecycle": Lifecycle,
 }
 
 

@@ -33,7 +33,10 @@ NO_HEARTBEAT = {"lease_ttl": 600.0, "heartbeat_interval": 300.0}
 
 
 async def open_app(url: str, **settings: Any) -> AsyncApp:
-    app = AsyncApp(settings=Settings(database_url=url, **{**FAST, **settings}), migrate=True)
+    # from the environment too: the PgBouncer store of tests/conftest.py sets its mode there
+    app = AsyncApp(
+        settings=Settings.from_env(database_url=url, **{**FAST, **settings}), migrate=True
+    )
     return await app.open()
 
 

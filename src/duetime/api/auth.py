@@ -8,7 +8,8 @@ per-tenant rate limit — one FastAPI dependency per minimum role.
   with ``?tenant=``. A lower role → 403; anything of another tenant (``?tenant=`` naming it, its
   limits) without ``superadmin`` → 404, as another tenant's ids are.
 - Every handler gets a :class:`Caller` whose ``app`` is an :class:`AsyncApp` view of the
-  caller's tenant, so every query is filtered by it: another tenant's ids are simply not found.
+  caller's tenant, so every query is filtered by it: another tenant's ids are simply not found;
+  its actor, what the audit trail records, is ``key:<key id>/<role>``.
 - With keys not required (``duetime up``, ``server --no-auth``) a call without a key acts as
   a superadmin on tenant ``default`` (or on ``?tenant=``); a key, when given, is still checked.
 - A client address that presented too many unknown or revoked keys (``api_auth_failures`` a
@@ -167,7 +168,9 @@ class Require:
         retry_after = state.limiter.acquire(chosen)
         if retry_after is not None:
             raise rate_limited(retry_after, chosen)
-        return Caller(app=state.app.for_tenant(chosen), tenant=chosen, role=role, key=key)
+        actor = f"key:{key.id}/{role}" if key is not None else f"api:no key/{role}"
+        view = state.app.for_tenant(chosen, actor=actor)
+        return Caller(app=view, tenant=chosen, role=role, key=key)
 
 
 Viewer = Annotated[Caller, Depends(Require(ApiRole.VIEWER))]

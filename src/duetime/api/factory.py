@@ -16,18 +16,24 @@ from fastapi.openapi.utils import get_openapi
 from duetime import __version__
 from duetime._config import Settings
 from duetime.api import (
+    audit,
+    breakers,
+    calendars,
     dashboard,
     dead_letters,
     docs,
     health,
     jobs,
     keys,
+    lifecycle,
     monitoring,
+    outbox,
     problems,
     runs,
     schedules,
     tenants,
     workers,
+    workflows,
 )
 from duetime.api.auth import ApiState
 from duetime.api.guard import ApiGuard
@@ -68,6 +74,9 @@ TAGS = [
     {"name": "health", "description": "Liveness and readiness."},
     monitoring.TAG,
     tenants.TAG,
+    calendars.TAG,
+    workflows.TAG,
+    outbox.TAG,
 ]
 
 
@@ -100,7 +109,8 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
     api.add_middleware(ApiGuard, state=state, settings=settings)
     problems.install(api)
     v1 = APIRouter(prefix=PREFIX)
-    for module in (jobs, runs, dead_letters, schedules, keys, workers, monitoring, tenants):
+    modules = (jobs, runs, dead_letters, schedules, keys, workers, monitoring, tenants, audit)
+    for module in (*modules, calendars, lifecycle, workflows, breakers, outbox):
         for endpoint in module.ENDPOINTS:
             endpoint.mount(v1)
     api.include_router(v1)

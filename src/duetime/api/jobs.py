@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, ClassVar, cast
 
 from fastapi import Body, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from duetime._types import JobStatus, RetryPolicy, RunState
 from duetime.api.auth import Operator, Viewer
@@ -149,16 +150,34 @@ class DeleteJob(Endpoint):
         await caller.app.delete(job_key(job_id))
 
 
+class PauseIn(BaseModel):
+    """A pause's note (all optional): why, who, and when the job resumes by itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str | None = Field(None, max_length=1000, description="Why it is paused.")
+    by: str | None = Field(
+        None, max_length=1000, description="Who paused it (default: the API key's actor)."
+    )
+    until: datetime | None = Field(
+        None, description="Resume by itself at this instant (with a UTC offset, in the future)."
+    )
+
+
 class PauseJob(Endpoint):
     """Pause a job
     Its not-yet-started runs are skipped; manual triggers still run. A cancelled or completed
-    job cannot be paused (409)."""
+    job cannot be paused (409). The optional body notes why, who and until when (the leader
+    resumes it then); pausing a paused job with a body replaces its note."""
 
     method, path, tag = "POST", "/jobs/{job_id}/pause", "jobs"
-    errors = (404, 409)
+    errors = (404, 409, 422)
 
-    async def handle(self, job_id: JobId, caller: Operator) -> JobOut:
-        return JobOut.of(await caller.app.pause(job_key(job_id)))
+    async def handle(self, job_id: JobId, caller: Operator, body: PauseIn | None = None) -> JobOut:
+        note = body or PauseIn(note=None, by=None, until=None)
+        return JobOut.of(
+            await caller.app.pause(job_key(job_id), note=note.note, by=note.by, until=note.until)
+        )
 
 
 class ResumeJob(Endpoint):

@@ -209,6 +209,7 @@ class NextFireOut(BaseModel):
     instant: datetime
     local: str
     dst_note: str | None
+    calendar_note: str | None = None
 
 
 class ExplanationOut(BaseModel):

@@ -302,6 +302,17 @@ class JobFields(_Body):
         description="With overlap `replace`: seconds (0.1 to 86400) a replaced run gets to stop "
         "before its successor starts anyway.",
     )
+    calendars: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Names of the tenant's exclusion calendars (`/calendars`): an occurrence "
+        "one of them excludes is skipped (`calendar:<name>`) or moved by `calendar_shift`.",
+    )
+    calendar_shift: Literal["next_business_day", "previous_business_day"] | None = Field(
+        default=None,
+        description="Move an excluded occurrence to the same wall time of the next (previous) "
+        "day no calendar excludes; its run keeps the occurrence as `scheduled_for`.",
+    )
     max_waiting: int = Field(
         default=0,
         ge=0,
@@ -438,6 +449,11 @@ class CompleteIn(_Body):
         default=None,
         description="A failure's traceback, shown with the attempt (its last 16 KiB are kept).",
     )
+    result: Any = Field(
+        default=None,
+        description="A success's return value (JSON), kept with the run and handed to a "
+        "workflow step's children (at most DUETIME_RESULT_MAX_BYTES; more is 422).",
+    )
 
 
 # --- responses --------------------------------------------------------------------------------
@@ -521,6 +537,10 @@ class JobOut(BaseModel):
         default=30.0, description="Seconds a replaced run gets to stop (overlap `replace`)."
     )
     max_waiting: int = Field(default=0, description="Runs that may wait for the busy key (0: any).")
+    calendars: list[str] = Field(default_factory=list, description="Exclusion calendars named.")
+    calendar_shift: str | None = Field(
+        default=None, description="`next_business_day` / `previous_business_day` (null: skip)."
+    )
     sla: float | None = None
     expected_duration: float | None = None
     start_at: datetime | None = Field(
@@ -538,6 +558,18 @@ class JobOut(BaseModel):
     runs_left: int | None = Field(
         default=None, description="`max_runs` minus `runs_created` (null: no limit)."
     )
+    pause: PauseOut | None = Field(
+        default=None, description="While paused: who, why, until when (null otherwise)."
+    )
+    pause_after_dead: int | None = Field(
+        default=None, description="Consecutive dead runs that pause the job (null: never)."
+    )
+    declared_source: str | None = Field(
+        default=None, description="The `sync` source that declared the job (null: none)."
+    )
+    tzdata_version: str | None = Field(
+        default=None, description="The tzdata release `next_fire_at` was computed with."
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -553,8 +585,17 @@ class JobOut(BaseModel):
                 misfire=job.misfire_policy,
                 overlap=job.overlap_policy,
                 tags=list(job.tags),
+                pause=None if job.pause is None else PauseOut(**fields_from(PauseOut, job.pause)),
             )
         )
+
+
+class PauseOut(BaseModel):
+    """A pause's note (decision 0023)."""
+
+    by: str | None = Field(description="Who paused the job (`duetime`: pause on failure).")
+    note: str | None = Field(description="Why.")
+    until: datetime | None = Field(description="When it resumes by itself (null: never).")
 
 
 class JobPage(BaseModel):
@@ -614,6 +655,12 @@ class RunOut(BaseModel):
     progress: float | None
     progress_message: str | None
     cancel_requested: bool
+    origin: str | None = Field(
+        default=None, description="`backfill` for a run a backfill created (never misfired)."
+    )
+    result: Any = Field(
+        default=None, description="What the handler returned (JSON), once the run succeeded."
+    )
     created_at: datetime
 
     @classmethod
@@ -648,10 +695,18 @@ class OccurrenceOut(BaseModel):
     utc: datetime
     local: str = Field(description="The same instant in the schedule's zone, with its offset.")
     dst_note: str | None = Field(description="Set when a DST change moved or doubled it.")
+    calendar_note: str | None = Field(
+        default=None, description="Set when the job's calendars skip it or move it."
+    )
 
     @classmethod
     def of(cls, o: Occurrence) -> OccurrenceOut:
-        return cls(utc=o.instant, local=o.local.isoformat(), dst_note=o.dst_note)
+        return cls(
+            utc=o.instant,
+            local=o.local.isoformat(),
+            dst_note=o.dst_note,
+            calendar_note=o.calendar_note,
+        )
 
 
 class PreviewOut(BaseModel):

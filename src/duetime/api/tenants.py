@@ -5,6 +5,7 @@ tenant's."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import Path
@@ -14,7 +15,12 @@ from duetime._types import TenantLimits
 from duetime.api.auth import TENANT_PATTERN, Admin, require_own_tenant
 from duetime.api.endpoint import Endpoint
 from duetime.api.schemas import fields_from
-from duetime.app.tenants import MAX_ALERT_WEBHOOKS
+from duetime.app.tenants import (
+    DEFAULT_ROTATION_OVERLAP,
+    MAX_ALERT_WEBHOOKS,
+    MAX_ROTATION_OVERLAP,
+    MIN_ROTATION_OVERLAP,
+)
 
 TAG = {
     "name": "tenants",
@@ -49,6 +55,20 @@ class TenantLimitsIn(BaseModel):
     weight: int = Field(
         1, ge=1, le=1000, strict=True, description="Share of each claim among tenants."
     )
+    max_jobs: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000_000,
+        strict=True,
+        description="Jobs registered at once (cancelled ones do not count); null: no cap.",
+    )
+    max_backfill_runs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        strict=True,
+        description="Runs one backfill may create (`POST /jobs/{id}/backfill`); null: no cap.",
+    )
 
 
 class TenantLimitsOut(BaseModel):
@@ -56,6 +76,8 @@ class TenantLimitsOut(BaseModel):
     max_in_flight: int | None
     max_starts_per_second: float | None
     weight: int
+    max_jobs: int | None = None
+    max_backfill_runs: int | None = None
 
     @classmethod
     def of(cls, limits: TenantLimits) -> TenantLimitsOut:
@@ -91,6 +113,8 @@ class SetTenantLimits(Endpoint):
             max_in_flight=body.max_in_flight or 0,  # 0: no limit
             max_starts_per_second=body.max_starts_per_second or 0.0,
             weight=body.weight,
+            max_jobs=body.max_jobs or 0,
+            max_backfill_runs=body.max_backfill_runs or 0,
         )
         return TenantLimitsOut.of(limits)
 
@@ -143,9 +167,51 @@ class SetAlertWebhooks(Endpoint):
         return AlertWebhooksOut(tenant=tenant_id, webhooks=urls)
 
 
+class RotateSecretIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    overlap_seconds: float = Field(
+        DEFAULT_ROTATION_OVERLAP,
+        ge=MIN_ROTATION_OVERLAP,
+        le=MAX_ROTATION_OVERLAP,
+        allow_inf_nan=False,
+        description="How long the previous secret is still signed with (both signatures).",
+    )
+
+
+class RotateSecretOut(BaseModel):
+    tenant: str
+    secret: str = Field(description="The new signing secret: give it to your receivers.")
+    previous_until: datetime = Field(
+        description="Until then every request also carries the previous secret's signature."
+    )
+
+
+class RotateWebhookSecret(Endpoint):
+    """Rotate the webhook signing secret
+    A new secret signs every request from now on; the previous one keeps signing too until
+    `previous_until` (`Duetime-Signature: v1=<new>,v1=<old>`), so receivers can switch at
+    their own pace (docs/webhooks.md). The answer is the only place the new secret is shown."""
+
+    method, path, tag = "POST", "/tenants/{tenant_id}/webhook-secret/rotate", "tenants"
+    errors = (404, 422)
+
+    async def handle(
+        self, tenant_id: TenantId, body: RotateSecretIn, caller: Admin
+    ) -> RotateSecretOut:
+        require_own_tenant(caller, tenant_id)
+        rotation = await caller.app.rotate_webhook_secret(body.overlap_seconds, tenant=tenant_id)
+        return RotateSecretOut(
+            tenant=rotation.tenant,
+            secret=rotation.secret,
+            previous_until=rotation.previous_until,
+        )
+
+
 ENDPOINTS: tuple[type[Endpoint], ...] = (
     GetTenantLimits,
     SetTenantLimits,
     GetAlertWebhooks,
     SetAlertWebhooks,
+    RotateWebhookSecret,
 )

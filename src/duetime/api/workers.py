@@ -110,6 +110,7 @@ class CompleteRun(Endpoint):
                 traceback=body.traceback,
                 retryable=body.retryable,
                 retry_after=body.retry_after,
+                result=body.result,
             ),
         )
         return CompleteOut(

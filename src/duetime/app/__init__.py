@@ -12,7 +12,9 @@ one typed service per concern:
 - ``app.bulk`` (:class:`Bulk`): bulk registration;
 - ``app.tenants`` (:class:`Tenants`) and ``app.keys`` (:class:`Keys`): fairness limits, queue
   stats, the webhook secret; API keys;
-- ``app.monitoring`` (:class:`Monitoring`): cluster stats, timelines, incidents, nodes, explain.
+- ``app.monitoring`` (:class:`Monitoring`): cluster stats, timelines, incidents, nodes, explain;
+- ``app.lifecycle`` (:class:`Lifecycle`): a job's history, pause on failure, declared jobs
+  kept in sync (``app.sync``).
 
 Every operation is also a flat name on the app (``app.schedule``, ``app.trigger``, …), the
 same method. ``AsyncApp`` also makes the scheduler and worker loops. ``App`` runs an
@@ -23,6 +25,7 @@ from duetime.app.async_app import AsyncApp
 from duetime.app.bulk import BULK_CHUNK, BULK_FIRST_BATCH, Bulk
 from duetime.app.jobs import Jobs
 from duetime.app.keys import API_KEY_PREFIX, Keys, hash_api_key
+from duetime.app.lifecycle import Lifecycle, SyncPlan
 from duetime.app.monitoring import Monitoring
 from duetime.app.runs import Runs
 from duetime.app.sync_app import (
@@ -54,6 +57,7 @@ __all__ = [
     "JobChanges",
     "Jobs",
     "Keys",
+    "Lifecycle",
     "Monitoring",
     "RemoteOutcome",
     "RetryChanges",
@@ -63,6 +67,7 @@ __all__ = [
     "SyncJobs",
     "SyncKeys",
     "SyncMonitoring",
+    "SyncPlan",
     "SyncRuns",
     "SyncTenants",
     "Tenants",

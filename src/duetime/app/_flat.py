@@ -9,6 +9,7 @@ from duetime.app._forward import forward, operation
 from duetime.app.bulk import Bulk
 from duetime.app.jobs import Jobs
 from duetime.app.keys import Keys
+from duetime.app.lifecycle import Lifecycle
 from duetime.app.monitoring import Monitoring
 from duetime.app.runs import Runs
 from duetime.app.tenants import Tenants
@@ -32,6 +33,9 @@ class FlatOperations:
     preview = forward("jobs", Jobs.preview)  # no I/O: the same function on both fronts
     preview_job = operation("jobs", Jobs.preview_job)
     next_fires = operation("jobs", Jobs.next_fires)
+    sync = operation("lifecycle", Lifecycle.sync)
+    job_history = operation("lifecycle", Lifecycle.history)
+    pause_on_failure = operation("lifecycle", Lifecycle.pause_on_failure)
     schedule_many = operation("bulk", Bulk.schedule_many)
     run = operation("runs", Runs.get)
     attempts = operation("runs", Runs.attempts)
@@ -41,6 +45,7 @@ class FlatOperations:
     cancel_run = operation("runs", Runs.cancel)
     resolve_run = operation("runs", Runs.resolve)
     webhook_secret = operation("tenants", Tenants.webhook_secret)
+    rotate_webhook_secret = operation("tenants", Tenants.rotate_webhook_secret)
     tenant_limits_set = operation("tenants", Tenants.limits_set)
     tenant_limits_get = operation("tenants", Tenants.limits_get)
     tenant_limits_list = operation("tenants", Tenants.limits_list)
@@ -51,6 +56,7 @@ class FlatOperations:
     revoke_key = operation("keys", Keys.revoke)
     authenticate = operation("keys", Keys.authenticate)
     nodes = operation("monitoring", Monitoring.nodes)
+    breakers = operation("monitoring", Monitoring.breakers)
     cluster_stats = operation("monitoring", Monitoring.cluster_stats)
     timeline = operation("monitoring", Monitoring.timeline)
     incidents = operation("monitoring", Monitoring.incidents)

@@ -39,6 +39,9 @@ class Scope(Protocol):
     @property
     def store(self) -> Store: ...
 
+    @property
+    def actor(self) -> str: ...
+
 
 class ScopeReader:
     """Reads its scope's tenant, settings and clock through at each use (never a copy): a
@@ -59,6 +62,11 @@ class ScopeReader:
     @property
     def clock(self) -> Clock:
         return self._scope.clock
+
+    @property
+    def actor(self) -> str:
+        """Who the audit trail records as acting (docs/decisions/0021)."""
+        return self._scope.actor
 
 
 class Service(ScopeReader):
@@ -120,3 +128,16 @@ async def check_task(scope: Scope, task: str, allow_unregistered: bool) -> None:
             f"unknown task {task!r}: no worker has registered it (start a worker "
             "that serves it first, or pass allow_unregistered=True)",
         )
+
+
+async def check_workflow(scope: Scope, target: object) -> None:
+    """Refuse a workflow job whose workflow is not registered (for the app's tenant)."""
+    if not isinstance(target, dict) or target.get("type") != "workflow":
+        return
+    name = str(target.get("name"))
+    try:
+        await scope.store.workflow_get(scope.tenant, name)
+    except NotFound:
+        raise ValidationError(
+            "target.name", f"workflow {name!r} is not registered (app.workflows.register first)"
+        ) from None

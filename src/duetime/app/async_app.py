@@ -14,17 +14,24 @@ from typing import Any, TypeVar
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
 from duetime.app._flat import FlatOperations
+from duetime.app.audit import Audit, check_actor, default_actor
 from duetime.app.bulk import Bulk
+from duetime.app.calendars import Calendars
 from duetime.app.jobs import Jobs
 from duetime.app.keys import Keys
+from duetime.app.lifecycle import LIFECYCLE_INTERVAL, Lifecycle, LifecyclePass
 from duetime.app.monitoring import Monitoring
+from duetime.app.outbox import Outbox
 from duetime.app.runs import Runs
 from duetime.app.tenants import Tenants
+from duetime.app.tz_upgrade import TzdataUpgrade
+from duetime.app.workflows import Workflows
 from duetime.errors import ConnectError, ValidationError
 from duetime.leadership import Elector, NodePresence, new_node_id
+from duetime.leadership.partitions import PartitionKeeper
 from duetime.maintenance import LeaseReaper, MaintenanceManager
 from duetime.scheduler.materializer import Materializer
-from duetime.store import create_store, is_postgres_url
+from duetime.store import Pooling, create_store, is_postgres_url
 from duetime.store.base import Store
 from duetime.targets.python import TaskFunc, TaskRegistry
 from duetime.worker.completer import CompletionListener
@@ -62,6 +69,7 @@ class AsyncApp(FlatOperations):
         clock: Clock | None = None,
         registry: TaskRegistry | None = None,
         migrate: bool | None = None,
+        actor: str | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env(database_url=url)
         if url is not None and settings is not None:
@@ -69,6 +77,8 @@ class AsyncApp(FlatOperations):
         if not tenant or len(tenant) > 100:
             raise ValidationError("tenant", "must be 1-100 characters")
         self.tenant = tenant
+        self.actor = default_actor() if actor is None else check_actor(actor)
+        """Who the audit trail records this app's changes as made by (docs/audit.md)."""
         self.clock: Clock = clock or SystemClock()
         self.registry = registry or TaskRegistry()
         self._store: Store | None = None
@@ -80,6 +90,11 @@ class AsyncApp(FlatOperations):
         self.tenants = Tenants(self)
         self.keys = Keys(self)
         self.monitoring = Monitoring(self, self.jobs, self.runs)
+        self.lifecycle = Lifecycle(self, self.jobs)
+        self.audit = Audit(self)
+        self.calendars = Calendars(self)
+        self.workflows = Workflows(self)
+        self.outbox = Outbox(self)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -115,7 +130,10 @@ class AsyncApp(FlatOperations):
         while True:
             attempt += 1
             store = create_store(
-                url, clock=None if is_postgres_url(url) else self.clock, create=create
+                url,
+                clock=None if is_postgres_url(url) else self.clock,
+                create=create,
+                pooling=Pooling.of(self.settings),
             )
             try:
                 await store.open()
@@ -164,9 +182,10 @@ class AsyncApp(FlatOperations):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def for_tenant(self, tenant: str) -> AsyncApp:
-        """This app acting on ``tenant``: the same open store, registry, settings and clock.
-        Cheap (the REST API makes one per request); closing it closes nothing."""
+    def for_tenant(self, tenant: str, *, actor: str | None = None) -> AsyncApp:
+        """This app acting on ``tenant`` (as ``actor``, default this app's): the same open
+        store, registry, settings and clock. Cheap (the REST API makes one per request);
+        closing it closes nothing."""
         # keyword arguments by name (alike in shape to calls elsewhere, not shared logic)
         view = AsyncApp(
             tenant=tenant,
@@ -174,6 +193,7 @@ class AsyncApp(FlatOperations):
             clock=self.clock,
             registry=self.registry,
             migrate=self._migrate,
+            actor=self.actor if actor is None else actor,
         )
         view._store = self.store
         view._view = True
@@ -217,8 +237,10 @@ class AsyncApp(FlatOperations):
             queues=queues,
         )
 
-    def materializer(self, partitions: tuple[int, int] | None = None) -> Materializer:
-        return Materializer(self.store, self.settings, partitions=partitions)
+    def materializer(
+        self, partitions: tuple[int, int] | None = None, *, owner: str | None = None
+    ) -> Materializer:
+        return Materializer(self.store, self.settings, partitions=partitions, owner=owner)
 
     def reaper(self) -> LeaseReaper:
         return LeaseReaper(self.store, self.settings)
@@ -236,27 +258,58 @@ class AsyncApp(FlatOperations):
     ) -> list[Coroutine[Any, Any, None]]:
         """The loops of one duetime process with these ``roles``: node presence always; with
         ``scheduler``, also leader election, the leader-only maintenance duties and the
-        materializer (for ``partitions``, default all). The worker loop is :meth:`worker`."""
+        materializer: for the static range ``partitions`` when given, else for the partitions
+        this node leases (``leadership/partitions.py``). The worker loop is :meth:`worker`."""
         node_id = new_node_id()
-        span = None if partitions is None else f"{partitions[0]}-{partitions[1]}"
-        loops = [
-            NodePresence(
-                self.store,
-                node_id,
-                roles,
-                interval=self.settings.heartbeat_interval,
-                partitions=span,
-            ).run(stop)
-        ]
+        leased = "scheduler" in roles and partitions is None
+        span = f"{partitions[0]}-{partitions[1]}" if partitions else "leased -" if leased else None
+        presence = NodePresence(
+            self.store, node_id, roles, interval=self.settings.heartbeat_interval, partitions=span
+        )
+        loops = [presence.run(stop)]
+        keeper = None
+        if leased:
+
+            def show(held: str) -> None:  # in the node's row, from its next heartbeat
+                presence.partitions = f"leased {held}"
+
+            keeper = PartitionKeeper(
+                self.store, node_id, ttl=self.settings.partition_lease_ttl, on_change=show
+            )
+            loops.append(keeper.run(stop))
         if "scheduler" in roles:
             elector = Elector(self.store, node_id, ttl=self.settings.leader_ttl)
-            maintenance = MaintenanceManager(self.store, self.settings, lambda: elector.fence)
+            lifecycle = LifecyclePass(
+                self.store, lambda tenant: self.for_tenant(tenant, actor="duetime").jobs
+            )
+            maintenance = MaintenanceManager(
+                self.store,
+                self.settings,
+                lambda: elector.fence,
+                extra=[("job lifecycle", LIFECYCLE_INTERVAL, lifecycle.run_once)],
+            )
             loops += [
                 elector.run(stop),
                 maintenance.run(stop),
-                self.materializer(partitions).run(stop),
+                self._materialize_after_tz_upgrade(stop, partitions, keeper),
             ]
         return loops
+
+    async def _materialize_after_tz_upgrade(
+        self,
+        stop: asyncio.Event,
+        partitions: tuple[int, int] | None,
+        keeper: PartitionKeeper | None,
+    ) -> None:
+        """The materializer, once the zoned jobs computed with an older tzdata release have
+        been recomputed (app/tz_upgrade.py) and, with leased partitions, once the keeper has
+        first tried to take its share."""
+        await TzdataUpgrade(self.store, self.clock).run_once()
+        if keeper is None:
+            await self.materializer(partitions).run(stop)
+            return
+        await keeper.ready.wait()
+        await self.materializer(owner=keeper.node_id).run(stop)
 
     async def run_scheduler(
         self, stop: asyncio.Event, partitions: tuple[int, int] | None = None

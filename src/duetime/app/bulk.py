@@ -10,8 +10,10 @@ from dataclasses import fields as dataclass_fields
 from itertools import islice
 from typing import Any
 
+from duetime._audit import AuditEntry
 from duetime._types import DeliveryMode
-from duetime.app._service import Service, check_task
+from duetime.app._service import Service, check_task, check_workflow
+from duetime.app.calendars import Calendars
 from duetime.errors import ValidationError
 from duetime.registration import BulkValidator, JobSpec
 from duetime.store.base import BulkJob, JobsInsertManyParams
@@ -61,11 +63,34 @@ class Bulk(Service):
         change a job). Specs are written in transactions of up to ``batch_size`` (the first
         of 1,000, each next one twice as large) while the next batch is validated. An invalid
         spec raises ValidationError naming it (``specs[3].cron``);
-        nothing of its batch is written, earlier batches are."""
+        nothing of its batch is written, earlier batches are.
+
+        One audit record for the call (``created``, with the count), written once its last
+        batch has committed — or, when it fails, for the batches that did (its batches are
+        transactions of their own: docs/decisions/0021)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValidationError("batch_size", f"must be a whole number >= 1, got {batch_size!r}")
+        tally = [0]  # jobs created by the batches that committed
+        try:
+            return await self._insert_all(specs, allow_unregistered, batch_size, tally)
+        finally:
+            if tally[0]:
+                await self.store.audit_record(
+                    AuditEntry(
+                        self.tenant, self.actor, "created", "jobs", change={"created": tally[0]}
+                    )
+                )
+
+    async def _insert_all(
+        self,
+        specs: Iterable[JobSpec | Mapping[str, Any]],
+        allow_unregistered: bool,
+        batch_size: int,
+        tally: list[int],
+    ) -> int:
         validator = BulkValidator(tenant=self.tenant, settings=self.settings, now=self.clock.now())
         checked: set[str] = set()
+        calendars_checked: set[tuple[str, ...]] = set()
         batch: list[BulkJob] = []
         created = finished = 0  # jobs created by, and jobs sent in, the writes that finished
         writing: asyncio.Future[int] | None = None
@@ -83,10 +108,23 @@ class Bulk(Service):
                             field = f"specs[{index}].{exc.field}"
                             raise ValidationError(field, exc.reason) from None
                         checked.add(task)
+                    if job.shape.target is not None and job.shape.target.get("type") == "workflow":
+                        try:
+                            await check_workflow(self._scope, job.shape.target)
+                        except ValidationError as exc:
+                            field = f"specs[{index}].{exc.field}"
+                            raise ValidationError(field, exc.reason) from None
+                    if job.shape.calendars not in calendars_checked:
+                        try:
+                            await Calendars(self._scope).check_known(job.shape.calendars)
+                        except ValidationError as exc:
+                            raise ValidationError(f"specs[{index}].calendars", exc.reason) from None
+                        calendars_checked.add(job.shape.calendars)
                     batch.append(job)
                 if len(batch) >= limit:
                     if writing is not None:
                         created, finished = created + await writing, finished + written
+                        tally[0] = created
                     # straight into jobs while every name so far was new
                     params = JobsInsertManyParams(batch, expect_new=created == finished)
                     writing = asyncio.ensure_future(self.store.jobs_insert_many(params))
@@ -96,9 +134,11 @@ class Bulk(Service):
         finally:
             if writing is not None:
                 created, finished = created + await writing, finished + written
+                tally[0] = created
         if batch:
             params = JobsInsertManyParams(batch, expect_new=created == finished)
             created += await self.store.jobs_insert_many(params)
+            tally[0] = created
         return created
 
     def _chunk(

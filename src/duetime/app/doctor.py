@@ -18,7 +18,6 @@ import enum
 import zoneinfo
 from dataclasses import dataclass
 from datetime import timedelta
-from importlib import metadata
 from pathlib import Path
 
 from duetime._clock import SystemClock, offset_to
@@ -26,8 +25,13 @@ from duetime._config import Settings
 from duetime._monitoring import ClusterStats
 from duetime._redact import redact_url
 from duetime.errors import DuetimeError
-from duetime.store import SCHEMA_VERSION, Store, create_store, is_postgres_url
+from duetime.schedules import tzdb
+from duetime.store import SCHEMA_VERSION, Pooling, Store, create_store, is_postgres_url
 from duetime.store.base import IncidentListParams, StatsParams
+from duetime.targets.brokers.checks import check_connections
+from duetime.targets.brokers.config import parse_brokers
+from duetime.targets.command import check_commands, load_commands
+from duetime.targets.secrets import resolve_secrets
 
 CLOCK_TOLERANCE = timedelta(seconds=1)
 """An offset to the database clock past which due checks and leases (read on the database's
@@ -54,7 +58,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
     url = settings.database_url
     where = redact_url(url) if is_postgres_url(url) else url
     findings: list[Finding] = []
-    store = create_store(url, create=False)
+    store = create_store(url, create=False, pooling=Pooling.of(settings))
     try:
         await store.open()
     except (DuetimeError, OSError) as exc:
@@ -78,7 +82,34 @@ async def diagnose(settings: Settings) -> list[Finding]:
             findings += await _cluster(store, settings)
     finally:
         await store.close()
-    return findings
+    return findings + await _brokers(settings) + _commands(settings)
+
+
+def _commands(settings: Settings) -> list[Finding]:
+    """The commands this host's configuration allows (none: no finding)."""
+    try:
+        commands = load_commands(settings.commands)
+    except DuetimeError as exc:
+        return [Finding("commands", Status.FAIL, str(exc), "fix DUETIME_COMMANDS")]
+    return [
+        Finding(
+            f"command {name}",
+            Status.OK if ok else Status.FAIL,
+            detail,
+            None if ok else "fix its argv[0] or cwd in DUETIME_COMMANDS, or install the program",
+        )
+        for name, ok, detail in check_commands(commands)
+    ]
+
+
+async def _brokers(settings: Settings) -> list[Finding]:
+    """The broker connections this host's configuration names (none: no finding)."""
+    try:
+        connections = parse_brokers(settings.brokers)
+    except DuetimeError as exc:
+        return [Finding("brokers", Status.FAIL, str(exc), "fix DUETIME_BROKERS")]
+    checks = await check_connections(connections, lambda v: resolve_secrets(v).value)
+    return [Finding(f"broker {c.connection}", Status(c.level), c.detail, c.fix) for c in checks]
 
 
 async def _schema(store: Store) -> Finding:
@@ -123,25 +154,22 @@ async def _clock(store: Store) -> Finding:
 
 
 def _zone_rules() -> Finding:
-    """Which IANA rules this process computes local times with: the system's zoneinfo when
-    Python finds it, else the ``tzdata`` package. Every node should use the same release."""
-    system = _system_tzdata()
+    """Which IANA rules this process computes local times with: always the ``tzdata``
+    package's (decision 0023), whatever the host ships. Every node should use the same
+    release; a newer one recomputes the zoned jobs' next instants when its scheduler starts."""
     try:
-        package: str | None = metadata.version("tzdata")
-    except metadata.PackageNotFoundError:
-        package = None
-    source = "the system's zoneinfo" if system is not None else "the tzdata package"
-    used = system or package
-    if used is None:
+        used = tzdb.current().version
+    except (ImportError, OSError, ValueError) as exc:
         return Finding(
             "tzdata",
             Status.FAIL,
-            "no time-zone rules found (no system zoneinfo, no tzdata package)",
-            "pip install tzdata (it comes with duetime) or install the system's tzdata",
+            f"no time-zone rules: the tzdata package cannot be read ({exc})",
+            "pip install tzdata (it comes with duetime)",
         )
-    detail = f"{used}, from {source}"
-    if system is not None and package is not None:
-        detail += f" (the tzdata package, {package}, is not used)"
+    detail = f"{used}, from the tzdata package"
+    system = _system_tzdata()
+    if system is not None and system != used:
+        detail += f" (the system's zoneinfo, {system}, is not used)"
     return Finding("tzdata", Status.OK, detail)
 
 

@@ -15,6 +15,7 @@ from duetime._types import (  # an import list like other modules': not logic
     CalendarInterval,
     DeliveryMode,
     Job,
+    JobPause,
     JobStatus,
     MisfirePolicy,
     Occurrence,
@@ -25,7 +26,19 @@ from duetime._types import (  # an import list like other modules': not logic
     Schedule,
     ScheduleKind,
 )
-from duetime.app._service import Service, check_limit, check_task, enum_value, job_ref
+from duetime.app._service import (
+    Service,
+    check_limit,
+    check_task,
+    check_workflow,
+    enum_value,
+    job_ref,
+)
+from duetime.app.audit import audited
+from duetime.app.backfill import ORIGIN, BackfillProgress, BackfillResult, Progress
+from duetime.app.backfill import backfill as backfill_range
+from duetime.app.calendars import Calendars
+from duetime.app.pause_notes import pause_note
 from duetime.errors import NotFound, ValidationError
 from duetime.registration import (
     MAX_NAME,
@@ -40,8 +53,23 @@ from duetime.registration import (
     upsert_job,
 )
 from duetime.scheduler.bounds import Bounds, is_bounded
-from duetime.schedules import first_fire, next_fire_after, preview, validate_schedule
-from duetime.store.base import JobListParams, JobRef, JobSetStatusParams, RunTriggerParams
+from duetime.scheduler.calendar_plan import annotate, calendars_of
+from duetime.schedules import first_fire, next_fire_after, preview, tzdb, validate_schedule
+from duetime.store.base import (
+    JobListParams,
+    JobRef,
+    JobSetStatusParams,
+    RunTriggerParams,
+    Store,
+)
+from duetime.workflows.definition import STEP_KEY_PREFIX
+
+_STATUS_ACTIONS = {
+    JobStatus.PAUSED: "paused",
+    JobStatus.ACTIVE: "resumed",
+    JobStatus.CANCELLED: "cancelled",
+}
+"""The audit action of each status a job is set to."""
 
 
 class Jobs(Service):
@@ -87,6 +115,9 @@ class Jobs(Service):
         start_at: datetime | None = None,
         end_at: datetime | None = None,
         max_runs: int | None = None,
+        connection: object = None,
+        calendars: Sequence[str] = (),
+        calendar_shift: str | None = None,
     ) -> Job:
         """Create the job ``name`` of this tenant, or update it if it exists; the returned
         job's ``created`` says which.
@@ -122,6 +153,13 @@ class Jobs(Service):
         (then it is due at once). Bounds, for ``cron`` and ``every`` only: no occurrence before
         ``start_at`` or after ``end_at`` fires, at most ``max_runs`` scheduled runs are created
         (manual triggers do not count); then the job is ``completed`` (docs/api.md, "Bounds").
+        ``connection``: the caller's own PostgreSQL connection or session (see
+        :meth:`trigger`): the job is written in its transaction.
+        ``calendars``: names of the tenant's exclusion calendars (``app.calendars``; an unknown
+        one is a ValidationError naming ``calendars``): an occurrence they exclude is skipped
+        (reason ``calendar:<name>``), or with ``calendar_shift`` (``next_business_day``,
+        ``previous_business_day``) runs at the same wall time of the nearest day none excludes,
+        keeping the occurrence as its ``scheduled_for`` (docs/api.md, "Calendars").
         Raises ValidationError.
         """
         spec = JobSpec(
@@ -157,9 +195,15 @@ class Jobs(Service):
             start_at=start_at,
             end_at=end_at,
             max_runs=max_runs,
+            calendars=tuple(calendars),
+            calendar_shift=calendar_shift,
         )
         return await self.schedule_spec(
-            spec, allow_unregistered=allow_unregistered, create_only=create_only, rearm=rearm
+            spec,
+            allow_unregistered=allow_unregistered,
+            create_only=create_only,
+            rearm=rearm,
+            connection=connection,
         )
 
     async def schedule_spec(
@@ -169,6 +213,7 @@ class Jobs(Service):
         allow_unregistered: bool = False,
         create_only: bool = False,
         rearm: bool = False,
+        connection: object = None,
     ) -> Job:
         """:meth:`schedule` with its arguments as one :class:`~duetime.registration.JobSpec`."""
         if has_redacted(spec.target):  # written back as read: keep the stored credentials
@@ -183,8 +228,16 @@ class Jobs(Service):
         )
         check_delivery(params, self.store.dialect)
         await check_task(self._scope, params.task, allow_unregistered)
-        job, created = await upsert_job(self.store, params)
+        await check_workflow(self._scope, params.target)
+        await Calendars(self._scope).check_known(params.calendars)
+        with audited(self, "updated", "job", name=params.name, needs_change=True):
+            job, created = await upsert_job(await self._writer(connection), params)
         return replace(job, created=created)
+
+    async def _writer(self, connection: object) -> Store:
+        """The store that writes: the app's own, or its statements enlisted in the caller's
+        transaction on ``connection`` (PostgreSQL; docs/integrations.md)."""
+        return self.store if connection is None else await self.store.enlist(connection)
 
     async def update_job(
         self,
@@ -207,13 +260,16 @@ class Jobs(Service):
         task = changed_task(changes)
         if task is not None:  # before the transaction: on SQLite the lookup would wait on it
             await check_task(self._scope, task, allow_unregistered)
-        return await change_job(
-            self.store,
-            job_ref(self.tenant, job),
-            changes,
-            settings=self.settings,
-            now=self.clock.now(),
-        )
+        if changes.get("calendars"):
+            await Calendars(self._scope).check_known(list(changes["calendars"]))
+        with audited(self, "updated", "job", name=job, needs_change=True):
+            return await change_job(
+                self.store,
+                job_ref(self.tenant, job),
+                changes,
+                settings=self.settings,
+                now=self.clock.now(),
+            )
 
     async def _stored(self, spec: JobSpec) -> dict[str, Any] | None:
         """The stored target of the job ``spec`` names (None: no such job, or a bad name,
@@ -225,6 +281,40 @@ class Jobs(Service):
             return (await self.store.job_get(JobRef(tenant=self.tenant, name=name))).target
         except NotFound:
             return None
+
+    async def backfill(
+        self,
+        job: str | uuid.UUID,
+        since: datetime,
+        until: datetime,
+        *,
+        dry_run: bool = False,
+        yes: bool = False,
+        progress: Progress | None = None,
+    ) -> BackfillResult:
+        """Create a run for every occurrence of ``job`` from ``since`` to ``until`` (both
+        included, in the past) that has none: idempotent, through the job's calendars, released
+        at ``Settings.backfill_rate`` runs per second, never misfired (origin ``backfill``).
+        ``dry_run`` creates nothing and lists what would run. A range longer than a year needs
+        ``yes``. ``progress(done, total)`` is called after each chunk written. Raises
+        NotFound, ValidationError, BackfillCapReached (``app/backfill.py``)."""
+        return await backfill_range(
+            self.store,
+            job_ref(self.tenant, job),
+            since,
+            until,
+            now=await self.store.db_now(),
+            rate=self.settings.backfill_rate,
+            dry_run=dry_run,
+            yes=yes,
+            progress=progress,
+        )
+
+    async def backfill_progress(self, job: str | uuid.UUID) -> BackfillProgress:
+        """The job's backfilled runs by state (those history still keeps)."""
+        found = await self.get(job)
+        states = await self.store.runs_origin_states(self.tenant, found.id, ORIGIN)
+        return BackfillProgress(job_id=found.id, job=found.name, states=states)
 
     async def get(self, job: str | uuid.UUID) -> Job:
         """A job by id or name. Raises NotFound."""
@@ -253,10 +343,31 @@ class Jobs(Service):
             )
         )
 
-    async def pause(self, job: str | uuid.UUID) -> Job:
+    async def pause(
+        self,
+        job: str | uuid.UUID,
+        *,
+        note: str | None = None,
+        until: datetime | None = None,
+        by: str | None = None,
+    ) -> Job:
         """Pause: its not-yet-started runs are skipped — those not yet due withdrawn
-        (deleted) — and triggers still run. Conflict if the job is cancelled or completed."""
-        return await self._set_status(job, JobStatus.PAUSED)
+        (deleted) — and triggers still run. Conflict if the job is cancelled or completed.
+        ``note`` says why, ``by`` who (default: this app's actor), ``until`` when it resumes
+        by itself (the leader's lifecycle pass; an aware instant in the future). Pausing a
+        paused job with a note replaces its note. Each pause and resume is in
+        :meth:`~duetime.app.Lifecycle.history`."""
+        pause = pause_note(note=note, until=until, by=by or self._scope.actor, now=self.clock.now())
+        return await self._set_status(job, JobStatus.PAUSED, pause=pause)
+
+    async def _resume_paused(self, job: Job) -> Job:
+        """The end of ``job``'s pause (``pause.until`` reached): resumed as :meth:`resume`
+        does, recorded as ``auto_resumed`` by ``duetime``; unchanged if its pause changed
+        since it was read (the lifecycle pass's guard). For app/lifecycle.py only."""
+        until = job.pause.until if job.pause else None
+        return await self._set_status(
+            job.id, JobStatus.ACTIVE, actor="duetime", event="auto_resumed", expect_until=until
+        )
 
     async def resume(self, job: str | uuid.UUID) -> Job:
         """Resume a paused job at its next occurrence after now (within its bounds: a job with
@@ -267,7 +378,16 @@ class Jobs(Service):
         """Cancel for good: its pending runs are cancelled and it never fires again."""
         return await self._set_status(job, JobStatus.CANCELLED)
 
-    async def _set_status(self, job: str | uuid.UUID, status: JobStatus) -> Job:
+    async def _set_status(
+        self,
+        job: str | uuid.UUID,
+        status: JobStatus,
+        *,
+        pause: JobPause | None = None,
+        actor: str | None = None,
+        event: str | None = None,
+        expect_until: datetime | None = None,
+    ) -> Job:
         ref = job_ref(self.tenant, job)
         next_fire_at = None
         if status is JobStatus.ACTIVE:
@@ -276,11 +396,20 @@ class Jobs(Service):
             next_fire_at = Bounds.of(current).next_occurrence(current.schedule, next_fire_at)
         # a pause withdraws the runs not yet due by this clock, the one resume counts from
         withdraw_after = self.clock.now() if status is JobStatus.PAUSED else None
-        changed = await self.store.job_set_status(
-            JobSetStatusParams(
-                job=ref, status=status, next_fire_at=next_fire_at, withdraw_after=withdraw_after
+        with audited(self, _STATUS_ACTIONS[status], "job", name=job, actor=actor):
+            changed = await self.store.job_set_status(
+                JobSetStatusParams(
+                    job=ref,
+                    status=status,
+                    next_fire_at=next_fire_at,
+                    withdraw_after=withdraw_after,
+                    pause=pause,
+                    actor=actor or self._scope.actor,
+                    event=event,
+                    expect_until=expect_until,
+                    tzdata_version=tzdb.current().version if next_fire_at else None,
+                )
             )
-        )
         if changed.status is JobStatus.ACTIVE and next_fire_at is None and is_bounded(changed):
             # resumed past its bounds: active without a next fire (the scheduler leaves it
             # alone) until this completes it
@@ -301,7 +430,8 @@ class Jobs(Service):
 
     async def delete(self, job: str | uuid.UUID) -> None:
         """Delete a job with its runs and their history."""
-        await self.store.job_delete(job_ref(self.tenant, job))
+        with audited(self, "deleted", "job", name=job):
+            await self.store.job_delete(job_ref(self.tenant, job))
 
     async def trigger(
         self,
@@ -310,11 +440,22 @@ class Jobs(Service):
         idempotency_key: str | None = None,
         payload: Any = None,
         priority: int | None = None,
+        connection: object = None,
     ) -> Run:
         """Run the job now. With ``idempotency_key`` the same key never makes two runs (a repeat
-        returns the first; the same key with another payload raises Conflict)."""
+        returns the first; the same key with another payload raises Conflict).
+
+        ``connection``: the caller's own open transaction on duetime's PostgreSQL database — a
+        psycopg 3 ``Connection``/``AsyncConnection`` or a SQLAlchemy 2 ``Session``/
+        ``AsyncSession`` (``postgresql+psycopg``): the run is written there and exists exactly
+        when that transaction commits (none after a rollback); workers hear of it at the
+        commit. UsageError for another kind of connection, UnsupportedFeature on SQLite."""
         run, _ = await self.trigger_run(
-            job, idempotency_key=idempotency_key, payload=payload, priority=priority
+            job,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            priority=priority,
+            connection=connection,
         )
         return run
 
@@ -326,6 +467,7 @@ class Jobs(Service):
         idempotency_key: str | None = None,
         payload: Any = None,
         priority: int | None = None,
+        connection: object = None,
     ) -> tuple[Run, bool]:
         """:meth:`trigger`, also saying whether this call created the run (False: an earlier
         call with the same idempotency key did, and this is its run)."""
@@ -334,17 +476,23 @@ class Jobs(Service):
             encoded = _json.encode_payload(payload, limit=self.settings.payload_limit)
         if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
             raise ValidationError("idempotency_key", "must be 1-200 characters")
+        if idempotency_key is not None and idempotency_key.startswith(STEP_KEY_PREFIX):
+            raise ValidationError(
+                "idempotency_key", f"must not start with {STEP_KEY_PREFIX!r} (workflow steps' keys)"
+            )
         if priority is not None:
             check_priority(priority)
-        return await self.store.run_trigger(
-            RunTriggerParams(
-                job=job_ref(self.tenant, job),
-                payload=encoded,
-                priority=priority,
-                idempotency_key=idempotency_key,
-                request_hash=request_hash(payload, priority),
+        writer = await self._writer(connection)
+        with audited(self, "triggered", "job", name=job):
+            return await writer.run_trigger(
+                RunTriggerParams(
+                    job=job_ref(self.tenant, job),
+                    payload=encoded,
+                    priority=priority,
+                    idempotency_key=idempotency_key,
+                    request_hash=request_hash(payload, priority),
+                )
             )
-        )
 
     def preview(
         self, cron: str, *, tz: str = "UTC", after: datetime | None = None, count: int = 10
@@ -364,11 +512,14 @@ class Jobs(Service):
         bounds (none before ``start_at`` or past ``end_at``, at most the runs ``max_runs``
         leaves)."""
         current = await self.get(job)
-        return Bounds.of(current).preview(
-            current.schedule,
-            after or self.clock.now(),
-            count,
-            created_before=current.next_fire_at,
+        return await self._through_calendars(
+            current,
+            Bounds.of(current).preview(
+                current.schedule,
+                after or self.clock.now(),
+                count,
+                created_before=current.next_fire_at,
+            ),
         )
 
     async def next_fires(self, job: str | uuid.UUID, count: int = 5) -> list[Occurrence]:
@@ -379,9 +530,19 @@ class Jobs(Service):
         first = current.next_occurrence_at
         if first is None or current.status is not JobStatus.ACTIVE:
             return []
-        return Bounds.of(current).preview(
-            current.schedule,
-            first - timedelta(microseconds=1),
-            count,
-            created_before=current.next_fire_at,
+        return await self._through_calendars(
+            current,
+            Bounds.of(current).preview(
+                current.schedule,
+                first - timedelta(microseconds=1),
+                count,
+                created_before=current.next_fire_at,
+            ),
         )
+
+    async def _through_calendars(self, job: Job, fires: list[Occurrence]) -> list[Occurrence]:
+        """``fires`` with a note on each occurrence the job's calendars skip or move."""
+        if not job.calendars:
+            return fires
+        stored = await self.store.calendars_by_key([(job.tenant, n) for n in job.calendars])
+        return annotate(job, calendars_of(job, stored), fires)

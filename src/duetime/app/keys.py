@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from duetime._types import ApiKey, ApiRole
 from duetime.app._service import Scope, Service, enum_value
+from duetime.app.audit import audited
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (
     ApiKeyCreateParams,
@@ -99,15 +100,17 @@ class Keys(Service):
         if not isinstance(name, str) or len(name) > 200 or not name.isprintable():
             raise ValidationError("name", "must be at most 200 printable characters")
         secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
-        key = await self.store.api_key_create(
-            ApiKeyCreateParams(
-                tenant=self.tenant,
-                role=chosen,
-                name=name,
-                prefix=secret[:10],
-                key_hash=hash_api_key(secret),
-            )
+        params = ApiKeyCreateParams(
+            tenant=self.tenant,
+            role=chosen,
+            name=name,
+            prefix=secret[:10],
+            key_hash=hash_api_key(secret),
         )
+        # the record names the key, never its secret nor hash
+        after = {"role": str(chosen), "name": name, "prefix": params.prefix}
+        with audited(self, "created", "api_key", subject_id=params.id, change={"after": after}):
+            key = await self.store.api_key_create(params)
         return key, secret
 
     async def find(self, *, all_tenants: bool = False) -> list[ApiKey]:
@@ -125,9 +128,10 @@ class Keys(Service):
             found = key_id if isinstance(key_id, uuid.UUID) else uuid.UUID(key_id)
         except ValueError:
             raise NotFound(f"API key {key_id!r} not found (not a key id)") from None
-        return await self.store.api_key_revoke(
-            ApiKeyRevokeParams(id=found, tenant=None if any_tenant else self.tenant)
-        )
+        with audited(self, "revoked", "api_key", subject_id=found):
+            return await self.store.api_key_revoke(
+                ApiKeyRevokeParams(id=found, tenant=None if any_tenant else self.tenant)
+            )
 
     async def authenticate(self, secret: str) -> ApiKey | None:
         """The unrevoked key with this secret, or None. Records its use (at most one write per

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from duetime._monitoring import ClusterStats, Incident, QueueDepth, Timeline
-from duetime._types import JobStatus, Leadership, NodeInfo, RunState
+from duetime._types import BreakerState, JobStatus, Leadership, NodeInfo, RunState
 from duetime.app._service import Scope, Service, check_limit
 from duetime.app.jobs import Jobs
 from duetime.app.runs import Runs
@@ -51,6 +51,11 @@ class Monitoring(Service):
         self._jobs = jobs
         self._runs = runs
 
+    async def breakers(self) -> list[BreakerState]:
+        """The circuit breakers workers report open or half-open (per worker process:
+        docs/decisions/0027), oldest opened first. Installation-wide: hosts of every tenant."""
+        return await self.store.breakers_list()
+
     async def nodes(self) -> tuple[list[NodeInfo], Leadership | None]:
         """Live nodes (as last heartbeated) and the current leadership."""
         return await self.store.nodes_list(), await self.store.leader_get()
@@ -62,7 +67,12 @@ class Monitoring(Service):
         now = await self.store.db_now()
         live_after = now - timedelta(seconds=self.settings.worker_stale_after)
         stats = await self.store.stats_snapshot(StatsParams(live_after=live_after, now=now))
-        return replace(stats, queues=await self.store.tenant_stats(now))
+        counts = await self.store.workflow_instance_counts()
+        return replace(
+            stats,
+            queues=await self.store.tenant_stats(now),
+            workflow_instances=[(c.tenant, c.workflow, str(c.state), c.count) for c in counts],
+        )
 
     async def timeline(self, *, window: float = 3600.0, step: float = 60.0) -> Timeline:
         """This tenant's activity over the last ``window`` seconds in buckets of ``step``:

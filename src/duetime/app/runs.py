@@ -9,6 +9,7 @@ from datetime import datetime
 
 from duetime._types import Attempt, Page, Run, RunState
 from duetime.app._service import Scope, Service, check_limit, enum_value, parse_run_id
+from duetime.app.audit import audited
 from duetime.app.jobs import Jobs
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (
@@ -97,21 +98,26 @@ class Runs(Service):
         limit: int = 1000,
     ) -> list[uuid.UUID]:
         """Put dead runs back in the queue with a fresh attempt budget: the given ``runs``, or
-        every dead run (of ``job``, if given), up to ``limit``. Returns the replayed ids."""
+        every dead run (of ``job``, if given), up to ``limit``. Returns the replayed ids. A
+        workflow step's dead run is not replayed here (it is not returned): retry its
+        instance (``app.workflows.retry``), which re-opens what depends on it."""
         job_id = None if job is None else (await self._jobs.get(job)).id
-        return await self.store.runs_replay(
-            RunReplayParams(
-                tenant=self.tenant,
-                run_ids=None if runs is None else [parse_run_id(r) for r in runs],
-                job_id=job_id,
-                limit=limit,
+        with audited(self, "replayed", "runs", subject_id=job_id):
+            return await self.store.runs_replay(
+                RunReplayParams(
+                    tenant=self.tenant,
+                    run_ids=None if runs is None else [parse_run_id(r) for r in runs],
+                    job_id=job_id,
+                    limit=limit,
+                )
             )
-        )
 
     async def cancel(self, run_id: str | uuid.UUID) -> Run:
         """Cancel a scheduled or running run (a running one stops at its next heartbeat).
         Conflict if it has finished."""
-        return await self.store.run_cancel(RunCancelParams(self.tenant, parse_run_id(run_id)))
+        found = parse_run_id(run_id)
+        with audited(self, "cancelled", "run", subject_id=found):
+            return await self.store.run_cancel(RunCancelParams(self.tenant, found))
 
     async def by_id_prefix(self, prefix: str, *, limit: int = 10) -> list[Run]:
         """The runs whose id begins with ``prefix`` (at least 8 hex digits of the id as

@@ -23,12 +23,17 @@ from duetime.app._flat import FlatOperations
 from duetime.app._forward import Blocking, SyncService, direct
 from duetime.app._service import ScopeReader
 from duetime.app.async_app import AsyncApp
+from duetime.app.audit import Audit
 from duetime.app.bulk import Bulk
+from duetime.app.calendars import Calendars
 from duetime.app.jobs import Jobs
 from duetime.app.keys import Keys
+from duetime.app.lifecycle import Lifecycle
 from duetime.app.monitoring import Monitoring
+from duetime.app.outbox import Outbox
 from duetime.app.runs import Runs
 from duetime.app.tenants import Tenants
+from duetime.app.workflows import Workflows
 from duetime.targets.python import TaskFunc, TaskRegistry
 
 T = TypeVar("T")
@@ -54,6 +59,8 @@ class SyncJobs(SyncService[Jobs]):
     preview = direct(Jobs.preview)
     preview_job = Blocking(Jobs.preview_job)
     next_fires = Blocking(Jobs.next_fires)
+    backfill = Blocking(Jobs.backfill)
+    backfill_progress = Blocking(Jobs.backfill_progress)
 
 
 class SyncRuns(SyncService[Runs]):
@@ -77,6 +84,42 @@ class SyncBulk(SyncService[Bulk]):
     schedule_many = Blocking(Bulk.schedule_many)
 
 
+class SyncCalendars(SyncService[Calendars]):
+    """:class:`~duetime.app.calendars.Calendars`, blocking (``App.calendars``)."""
+
+    set = Blocking(Calendars.set)
+    get = Blocking(Calendars.get)
+    find = Blocking(Calendars.find)
+    delete = Blocking(Calendars.delete)
+    check_known = Blocking(Calendars.check_known)
+
+
+class SyncOutbox(SyncService[Outbox]):
+    """:class:`~duetime.app.outbox.Outbox`, blocking (``App.outbox``)."""
+
+    dead = Blocking(Outbox.dead)
+    replay = Blocking(Outbox.replay)
+    depth = Blocking(Outbox.depth)
+
+
+class SyncWorkflows(SyncService[Workflows]):
+    """:class:`~duetime.app.workflows.Workflows`, blocking (``App.workflows``)."""
+
+    register = Blocking(Workflows.register)
+    get = Blocking(Workflows.get)
+    list = Blocking(Workflows.list)
+    instances = Blocking(Workflows.instances)
+    instance = Blocking(Workflows.instance)
+    steps = Blocking(Workflows.steps)
+    cancel = Blocking(Workflows.cancel)
+    retry = Blocking(Workflows.retry)
+    register_version = Blocking(Workflows.register_version)
+    versions = Blocking(Workflows.versions)
+    trigger = Blocking(Workflows.trigger)
+    detail = Blocking(Workflows.detail)
+    explain = Blocking(Workflows.explain)
+
+
 class SyncTenants(SyncService[Tenants]):
     """:class:`~duetime.app.Tenants`, blocking (``App.tenants``)."""
 
@@ -85,6 +128,7 @@ class SyncTenants(SyncService[Tenants]):
     limits_list = Blocking(Tenants.limits_list)
     stats = Blocking(Tenants.stats)
     webhook_secret = Blocking(Tenants.webhook_secret)
+    rotate_webhook_secret = Blocking(Tenants.rotate_webhook_secret)
     alert_webhooks_set = Blocking(Tenants.alert_webhooks_set)
     alert_webhooks = Blocking(Tenants.alert_webhooks)
 
@@ -103,12 +147,28 @@ class SyncMonitoring(SyncService[Monitoring]):
     """:class:`~duetime.app.Monitoring`, blocking (``App.monitoring``)."""
 
     nodes = Blocking(Monitoring.nodes)
+    breakers = Blocking(Monitoring.breakers)
     cluster_stats = Blocking(Monitoring.cluster_stats)
     timeline = Blocking(Monitoring.timeline)
     queue_depth = Blocking(Monitoring.queue_depth)
     last_workers = Blocking(Monitoring.last_workers)
     incidents = Blocking(Monitoring.incidents)
     explain = Blocking(Monitoring.explain)
+
+
+class SyncLifecycle(SyncService[Lifecycle]):
+    """:class:`~duetime.app.lifecycle.Lifecycle`, blocking (``App.lifecycle``)."""
+
+    history = Blocking(Lifecycle.history)
+    pause_on_failure = Blocking(Lifecycle.pause_on_failure)
+    sync = Blocking(Lifecycle.sync)
+
+
+class SyncAudit(SyncService[Audit]):
+    """:class:`~duetime.app.audit.Audit`, blocking (``App.audit``; calling it finds records)."""
+
+    find = Blocking(Audit.find)
+    __call__ = Blocking(Audit.find)
 
 
 class _Portal:
@@ -151,9 +211,16 @@ class App(FlatOperations, ScopeReader):
         clock: Clock | None = None,
         registry: TaskRegistry | None = None,
         migrate: bool | None = None,
+        actor: str | None = None,
     ) -> None:
         aio = AsyncApp(
-            url, tenant=tenant, settings=settings, clock=clock, registry=registry, migrate=migrate
+            url,
+            tenant=tenant,
+            settings=settings,
+            clock=clock,
+            registry=registry,
+            migrate=migrate,
+            actor=actor,
         )
         self._setup(aio, None)
 
@@ -169,6 +236,11 @@ class App(FlatOperations, ScopeReader):
         self.tenants = SyncTenants(self._call, aio.tenants)
         self.keys = SyncKeys(self._call, aio.keys)
         self.monitoring = SyncMonitoring(self._call, aio.monitoring)
+        self.audit = SyncAudit(self._call, aio.audit)
+        self.lifecycle = SyncLifecycle(self._call, aio.lifecycle)
+        self.calendars = SyncCalendars(self._call, aio.calendars)
+        self.workflows = SyncWorkflows(self._call, aio.workflows)
+        self.outbox = SyncOutbox(self._call, aio.outbox)
 
     # tenant, settings and clock are ScopeReader's (read through to the async app); so are:
     @property
@@ -220,11 +292,12 @@ class App(FlatOperations, ScopeReader):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def for_tenant(self, tenant: str) -> App:
-        """This app acting on ``tenant``: the same store, event-loop thread, registry,
-        settings and clock (it opens this app if needed); closing it closes nothing."""
+    def for_tenant(self, tenant: str, *, actor: str | None = None) -> App:
+        """This app acting on ``tenant`` (as ``actor``, default this app's): the same store,
+        event-loop thread, registry, settings and clock (it opens this app if needed); closing
+        it closes nothing."""
         root = self._root or self
         root._call(_nothing)
         view = App.__new__(App)
-        view._setup(root.aio.for_tenant(tenant), root)
+        view._setup(root.aio.for_tenant(tenant, actor=actor or self.aio.actor), root)
         return view

@@ -4,15 +4,23 @@ the webhook signing secret (docs/webhooks.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
-from duetime._types import TenantLimits, TenantQueueStats
+from duetime._audit import url_origin
+from duetime._types import SecretRotation, TenantLimits, TenantQueueStats
 from duetime.app._service import Service
+from duetime.app.audit import audited
 from duetime.errors import ValidationError
 from duetime.store.base import TenantLimitsSetParams
 from duetime.targets.http import validate_target
 
 MAX_ALERT_WEBHOOKS = 10
 """Alert webhook URLs a tenant may set."""
+DEFAULT_ROTATION_OVERLAP = 86_400.0
+"""Seconds both signing secrets are sent after a rotation, by default (a day)."""
+MIN_ROTATION_OVERLAP = 60.0
+"""Shortest overlap: workers cache a tenant's secrets for up to 10 s (targets/http.py)."""
+MAX_ROTATION_OVERLAP = 30 * 86_400.0
 
 
 def validate_alert_webhooks(webhooks: object) -> list[str]:
@@ -46,6 +54,8 @@ class Tenants(Service):
         max_in_flight: int | None = None,
         max_starts_per_second: float | None = None,
         weight: int | None = None,
+        max_backfill_runs: int | None = None,
+        max_jobs: int | None = None,
     ) -> TenantLimits:
         """Set a tenant's limits, enforced by every claim of every worker: runs in flight at
         once, run starts per second (0 removes either limit), and its weight in each claim's
@@ -71,16 +81,46 @@ class Tenants(Service):
             isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000
         ):
             raise ValidationError("weight", "must be a whole number from 1 to 1000")
-        return await self.store.tenant_limits_set(
-            TenantLimitsSetParams(
-                tenant=chosen,
-                max_in_flight=max_in_flight,
-                max_starts_per_second=(
-                    None if max_starts_per_second is None else float(max_starts_per_second)
-                ),
-                weight=weight,
+        if max_backfill_runs is not None and (
+            isinstance(max_backfill_runs, bool)
+            or not isinstance(max_backfill_runs, int)
+            or not 0 <= max_backfill_runs <= 100_000_000
+        ):
+            raise ValidationError(
+                "max_backfill_runs", "must be a whole number from 0 (no cap) to 100000000"
             )
-        )
+        if max_jobs is not None and (
+            isinstance(max_jobs, bool)
+            or not isinstance(max_jobs, int)
+            or not 0 <= max_jobs <= 1_000_000_000
+        ):  # registered jobs; 0 removes the cap (decision 0023)
+            raise ValidationError(
+                "max_jobs", "must be a whole number from 0 (no cap) to 1000000000"
+            )
+        given = {
+            "max_jobs": max_jobs,
+            "max_backfill_runs": max_backfill_runs,
+            "max_in_flight": max_in_flight,
+            "max_starts_per_second": max_starts_per_second,
+            "weight": weight,
+        }
+        after = {k: v for k, v in given.items() if v is not None}
+        # read before the write, not in its transaction: an admin's call, not a hot path
+        old = await self.store.tenant_limits_get(chosen)
+        change = {"before": {k: getattr(old, k) for k in after}, "after": after}
+        with audited(self, "limits_set", "tenant", subject_id=chosen, tenant=chosen, change=change):
+            return await self.store.tenant_limits_set(
+                TenantLimitsSetParams(
+                    tenant=chosen,
+                    max_in_flight=max_in_flight,
+                    max_starts_per_second=(
+                        None if max_starts_per_second is None else float(max_starts_per_second)
+                    ),
+                    weight=weight,
+                    max_jobs=max_jobs,
+                    max_backfill_runs=max_backfill_runs,
+                )
+            )
 
     async def limits_get(self, tenant: str | None = None) -> TenantLimits:
         """A tenant's limits; no limits and weight 1 if never set."""
@@ -105,7 +145,15 @@ class Tenants(Service):
         :data:`MAX_ALERT_WEBHOOKS`; messages are signed with the tenant's webhook secret."""
         chosen = self._tenant_id(tenant)
         urls = validate_alert_webhooks(webhooks)
-        return await self.store.tenant_alert_webhooks_set(chosen, urls)
+        old = (await self.store.tenant_alert_webhooks([chosen])).get(chosen, [])
+        change = {
+            "before": {"webhooks": [url_origin(u) for u in old]},
+            "after": {"webhooks": [url_origin(u) for u in urls]},
+        }
+        with audited(
+            self, "alert_webhooks_set", "tenant", subject_id=chosen, tenant=chosen, change=change
+        ):
+            return await self.store.tenant_alert_webhooks_set(chosen, urls)
 
     async def alert_webhooks(self, tenant: str | None = None) -> list[str]:
         """Where a tenant's alerts go besides the installation's webhooks ([] if nowhere)."""
@@ -116,6 +164,36 @@ class Tenants(Service):
         """This tenant's webhook signing secret (created on first use): receivers of HTTP
         targets verify ``Duetime-Signature`` with it (docs/webhooks.md)."""
         return await self.store.tenant_secret(self.tenant)
+
+    async def rotate_webhook_secret(
+        self, overlap: float = DEFAULT_ROTATION_OVERLAP, *, tenant: str | None = None
+    ) -> SecretRotation:
+        """Give the tenant a new webhook signing secret; the current one stays valid for
+        ``overlap`` seconds (at least :data:`MIN_ROTATION_OVERLAP`), during which every
+        request carries both signatures (``Duetime-Signature: v1=<new>,v1=<old>``), so
+        receivers switch to the new secret at their own pace (docs/webhooks.md). Returns the
+        new secret and when the old one stops being sent. Audited (without the secret)."""
+        chosen = self._tenant_id(tenant)
+        if (
+            isinstance(overlap, bool)
+            or not isinstance(overlap, int | float)
+            or not MIN_ROTATION_OVERLAP <= overlap <= MAX_ROTATION_OVERLAP
+        ):
+            raise ValidationError(
+                "overlap",
+                f"must be seconds from {MIN_ROTATION_OVERLAP:g} to {MAX_ROTATION_OVERLAP:g} "
+                "(longer than a worker caches the secret)",
+            )
+        change = {"after": {"overlap_seconds": float(overlap)}}
+        with audited(
+            self,
+            "webhook_secret_rotated",
+            "tenant",
+            subject_id=chosen,
+            tenant=chosen,
+            change=change,
+        ):
+            return await self.store.tenant_secret_rotate(chosen, timedelta(seconds=overlap))
 
     def _tenant_id(self, tenant: str | None) -> str:
         chosen = self.tenant if tenant is None else tenant

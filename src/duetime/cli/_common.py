@@ -11,7 +11,9 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from duetime import _json
+from duetime._audit import os_user
 from duetime._config import Settings
+from duetime._redact import redact_url
 from duetime.app import App, AsyncApp
 from duetime.errors import DuetimeError, ValidationError
 
@@ -79,7 +81,9 @@ def with_app(
     as an empty database)."""
 
     async def go() -> T:
-        app = AsyncApp(settings=settings_for(db), tenant=tenant, migrate=migrate)
+        settings = settings_for(db)
+        actor = cli_actor(settings.database_url)
+        app = AsyncApp(settings=settings, tenant=tenant, migrate=migrate, actor=actor)
         await app.open(create=create)
         try:
             return await body(app)
@@ -87,6 +91,12 @@ def with_app(
             await app.close()
 
     return run_async(go)
+
+
+def cli_actor(database_url: str) -> str:
+    """Who the audit trail records a command's changes as made by: ``cli:<OS user>@<the
+    database, its password hidden>`` (at most 200 characters)."""
+    return f"cli:{os_user()}@{redact_url(database_url)}"[:200]
 
 
 def load_user_app(spec: str | None, settings: Settings) -> App | AsyncApp | None:

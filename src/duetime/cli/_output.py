@@ -81,12 +81,16 @@ def schedule_jsonable(schedule: Schedule) -> dict[str, Any]:
 
 
 def occurrence_jsonable(occurrence: Occurrence) -> dict[str, Any]:
-    """``utc`` (``…Z``), ``local`` (ISO 8601 with the zone's offset) and ``dst_note``."""
-    return {
+    """``utc`` (``…Z``), ``local`` (ISO 8601 with the zone's offset), ``dst_note``, and
+    ``calendar_note`` when the job's calendars skip or move it."""
+    out = {
         "utc": format_instant(occurrence.instant),
         "local": occurrence.local.isoformat(),
         "dst_note": occurrence.dst_note,
     }
+    if occurrence.calendar_note is not None:
+        out["calendar_note"] = occurrence.calendar_note
+    return out
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -180,13 +184,23 @@ def describe_target(target: Mapping[str, Any] | None) -> str:
     if target is None:
         return "-"
     shown = redact_target(target) or {}
+    if shown.get("type") == "command":  # the command's text is the workers' configuration
+        return f"command {shown.get('name')}"
     text = f"{shown.get('method', 'POST')} {shown.get('url', '?')}"
     details = []
     if shown.get("headers"):
-        details.append("headers " + ", ".join(f"{k}: {v}" for k, v in shown["headers"].items()))
+        headers = shown["headers"].items()
+        details.append("headers " + ", ".join(f"{k}: {_header(v)}" for k, v in headers))
     if shown.get("timeout") is not None:
         details.append(f"timeout {show_seconds(shown['timeout'])}")
     return f"{text} ({'; '.join(details)})" if details else text
+
+
+def _header(value: Any) -> str:
+    """A shown header value: the redaction marker, or a secret reference by name."""
+    if isinstance(value, Mapping) and "secret" in value:
+        return f"secret {value['secret']}"
+    return str(value)
 
 
 def describe_retry(retry: RetryPolicy) -> str:

@@ -18,17 +18,23 @@ from typer.core import TyperOption
 
 from duetime.cli import (
     api_server,
+    audit,
+    bench,
     bulk,
+    calendars,
     doctor,
     explain,
+    job_lifecycle,
     jobs,
     keys,
     migrate,
     nodes,
+    outbox,
     preview,
     processes,
     runs,
     tenants,
+    workflows,
 )
 from duetime.cli._common import fail
 
@@ -42,6 +48,8 @@ cli = typer.Typer(
 )
 
 jobs.jobs.add_typer(bulk.commands)  # `duetime jobs import`
+jobs.jobs.add_typer(calendars.backfill_commands)  # `duetime jobs backfill`
+jobs.jobs.add_typer(job_lifecycle.commands)  # `jobs history`, `pause-on-failure`, `sync`
 
 for module in (
     explain,
@@ -55,6 +63,11 @@ for module in (
     keys,
     runs,
     tenants,
+    calendars,
+    audit,
+    workflows,
+    outbox,
+    bench,
 ):
     cli.add_typer(module.commands)
 

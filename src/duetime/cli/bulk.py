@@ -16,17 +16,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Annotated, Any
 
 import orjson
 import typer
 
-from duetime._durations import parse_duration
-from duetime._types import RetryPolicy
 from duetime.app import AsyncApp
+from duetime.cli._celery_beat import import_celery_beat
 from duetime.cli._common import DbOption, TenantOption, fail, with_app
+from duetime.cli._job_specs import spec_fields
 from duetime.cli._output import ProgressBar
 from duetime.errors import ValidationError
 
@@ -35,35 +34,6 @@ commands = typer.Typer()
 
 PROGRESS_EVERY = 1000
 """Lines read between two updates of the progress bar (a terminal's only)."""
-
-
-def _instant(value: Any, field: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(field, f"{value!r} is not an ISO 8601 instant") from None
-
-
-def spec_fields(obj: Any) -> dict[str, Any]:
-    """One JSON object of the import format → keyword fields of a JobSpec."""
-    if not isinstance(obj, dict):
-        raise ValidationError("spec", "each line must be a JSON object")
-    values = dict(obj)
-    if isinstance(values.get("at"), str):
-        delay = parse_duration(values["at"])
-        values["at"] = delay if delay is not None else _instant(values["at"], "at")
-    for field in ("anchor", "start_at", "end_at"):
-        if field in values:
-            values[field] = _instant(values[field], field)
-    # a text "every" ("90s", "PT15M", "1 day") is read by registration (schedules.parse_every)
-    if isinstance(values.get("retry"), dict):
-        try:
-            values["retry"] = RetryPolicy(**values["retry"])
-        except TypeError as exc:
-            raise ValidationError("retry", str(exc)) from None
-    return values
 
 
 class _Lines:
@@ -109,11 +79,11 @@ def _explain(error: ValidationError, lines: _Lines) -> str:
 @commands.command("import")
 def import_jobs(
     file: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="FILE.jsonl", help="JSON Lines file, one job per line; - reads stdin."
         ),
-    ],
+    ] = None,
     db: DbOption = None,
     tenant: TenantOption = "default",
     batch_size: Annotated[int, typer.Option("--batch-size", help="Jobs per transaction.")] = 10_000,
@@ -121,6 +91,21 @@ def import_jobs(
         bool,
         typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
     ] = False,
+    celery_beat: Annotated[
+        str | None,
+        typer.Option(
+            "--celery-beat",
+            metavar="MODULE:ATTR",
+            help="Import a celery beat schedule (a beat_schedule dict or a Celery app) instead "
+            "of FILE.jsonl (docs/moving-from-celery-beat.md).",
+        ),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz", help="With --celery-beat: the crontabs' zone (default the app's, or UTC)."
+        ),
+    ] = None,
 ) -> None:
     """Create many jobs fast from a JSON Lines file (existing names are left unchanged).
 
@@ -135,11 +120,21 @@ def import_jobs(
     skipped. A bad line is named by its number; nothing of its batch is written (earlier
     batches are). On a terminal, a progress bar runs on stderr.
 
+    Instead of FILE.jsonl, --celery-beat MODULE:ATTR imports a celery beat schedule (a Celery
+    app or its beat_schedule dict): crontabs become cron jobs in the app's zone (or --tz),
+    intervals every jobs; an entry with no duetime equivalent is named and nothing is written
+    (docs/moving-from-celery-beat.md).
+
     \b
     Example FILE.jsonl (see docs/cli.md):
     {"name": "nightly-report", "task": "reports.build", "cron": "0 3 * * *", "tz": "UTC"}
     {"name": "reminder", "task": "mail.send", "at": "2030-01-01T09:00:00Z"}
     {"name": "poll", "task": "feeds.poll", "every": "90s", "retry": {"max_attempts": 5}}"""
+    if celery_beat is not None or file is None:
+        if file is not None or celery_beat is None:
+            fail("give either FILE.jsonl or --celery-beat MODULE:ATTR")
+        import_celery_beat(celery_beat, tz, db, tenant, allow_unregistered=allow_unregistered)
+        return
     if file != "-" and not Path(file).is_file():
         fail(f"{file}: no such file")
     stream: IO[bytes] = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115

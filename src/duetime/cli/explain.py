@@ -86,9 +86,9 @@ def render(e: Explanation) -> None:
     )
     typer.echo("")
     print_table(
-        ["#", "UTC", f"local ({e.tz})", "DST"],
+        ["#", "UTC", f"local ({e.tz})", "note"],
         [
-            (i, show_instant(n.instant), show_local(n.local), n.dst_note)
+            (i, show_instant(n.instant), show_local(n.local), n.note)
             for i, n in enumerate(e.next, 1)
         ],
         title="next fire instants",

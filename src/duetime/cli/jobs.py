@@ -131,6 +131,23 @@ _OVERLAP = typer.Option(
     help="A run due while the previous one runs: skip, allow, serialize (waits), replace "
     "(stops the old one) or buffer_one (only the newest waits).",
 )
+CalendarOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--calendar",
+        metavar="NAME",
+        help="An exclusion calendar (duetime calendars set; repeatable): occurrences it "
+        "excludes are skipped, or moved by --calendar-shift.",
+    ),
+]
+CalendarShiftOption = Annotated[
+    str | None,
+    typer.Option(
+        "--calendar-shift",
+        help="next_business_day or previous_business_day: move an excluded occurrence to the "
+        "same time of the nearest day no calendar excludes (its run keeps the occurrence).",
+    ),
+]
 MaxWaitingOption = Annotated[
     int | None,
     typer.Option(
@@ -209,7 +226,32 @@ def _job_summary(job: Job) -> list[tuple[str, Any]]:
         ("schedule", describe_schedule(job.schedule)),
         ("next fire", show_instant(job.next_occurrence_at)),
         *_bounds_fields(job),
+        *_calendar_fields(job),
+        *_pause_fields(job),
     ]
+
+
+def _calendar_fields(job: Job) -> list[tuple[str, Any]]:
+    if not job.calendars:
+        return []
+    shift = f" ({job.calendar_shift})" if job.calendar_shift else " (excluded: skipped)"
+    return [("calendars", ", ".join(job.calendars) + shift)]
+
+
+def _pause_fields(job: Job) -> list[tuple[str, Any]]:
+    """A paused job's note (``paused by``, ``pause note``, ``paused until``), what it has;
+    ``pause after`` with pause on failure (decision 0023)."""
+    fields: list[tuple[str, Any]] = []
+    if job.pause is not None:
+        if job.pause.by:
+            fields.append(("paused by", job.pause.by))
+        if job.pause.note:
+            fields.append(("pause note", job.pause.note))
+        if job.pause.until is not None:
+            fields.append(("paused until", show_instant(job.pause.until)))
+    if job.pause_after_dead is not None:
+        fields.append(("pause after", f"{job.pause_after_dead} consecutive dead runs"))
+    return fields
 
 
 def _bounds_fields(job: Job) -> list[tuple[str, Any]]:
@@ -252,6 +294,8 @@ _FLAGS = {
     "start_at": "--start-at",
     "end_at": "--end-at",
     "max_runs": "--max-runs",
+    "calendars": "--calendar",
+    "calendar_shift": "--calendar-shift",
 }
 """The flag a registration error's field is given by (the Python API names the field)."""
 
@@ -363,6 +407,8 @@ def add(
             "completes (manual triggers do not count).",
         ),
     ] = None,
+    calendar: CalendarOption = None,
+    calendar_shift: CalendarShiftOption = None,
     allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
@@ -409,6 +455,8 @@ def add(
             start_at=starts,
             end_at=ends,
             max_runs=max_runs,
+            calendars=calendar or (),
+            calendar_shift=calendar_shift,
         )
 
     _save(db, tenant, as_json, task, body, lambda job: "created" if job.created else "updated")
@@ -518,8 +566,8 @@ def show(
     )
     typer.echo("")
     print_table(
-        ["UTC", "local", "DST"],
-        [(show_instant(o.instant), show_local(o.local), o.dst_note) for o in fires],
+        ["UTC", "local", "note"],
+        [(show_instant(o.instant), show_local(o.local), o.note) for o in fires],
         title="next fires",
         empty="next fires: none",
     )
@@ -545,7 +593,7 @@ def show(
 # --- status changes ---------------------------------------------------------------------------
 
 
-def _status_command(action: Literal["pause", "resume", "cancel"], doc: str) -> Callable[..., None]:
+def _status_command(action: Literal["resume", "cancel"], doc: str) -> Callable[..., None]:
     """The command ``jobs <action>``: one job's status change, printed (or as JSON)."""
 
     def command(
@@ -555,7 +603,7 @@ def _status_command(action: Literal["pause", "resume", "cancel"], doc: str) -> C
         as_json: JsonOption = False,
     ) -> None:
         async def body(app: AsyncApp) -> Job:
-            change = {"pause": app.pause, "resume": app.resume, "cancel": app.cancel}[action]
+            change = {"resume": app.resume, "cancel": app.cancel}[action]
             return await change(job)
 
         changed = with_app(db, tenant, body)
@@ -569,7 +617,38 @@ def _status_command(action: Literal["pause", "resume", "cancel"], doc: str) -> C
     return jobs.command(action)(command)
 
 
-pause = _status_command("pause", "Stop scheduling new runs (manual triggers still work).")
+@jobs.command("pause")
+def pause(
+    job: JobArg,
+    note: Annotated[str | None, typer.Option("--note", help="Why it is paused.")] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="Resume by itself at this ISO 8601 instant (with an offset)."),
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who paused it (default: this CLI's actor).")
+    ] = None,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Stop scheduling new runs (manual triggers still work); --note, --by and --until say
+    why, who and until when (pausing a paused job with them replaces its note)."""
+    resume_at = None if until is None else parse_instant(until, "--until")
+
+    async def body(app: AsyncApp) -> Job:
+        return await app.pause(job, note=note, until=resume_at, by=by)
+
+    changed = with_app(db, tenant, body)
+    if as_json:
+        print_json(to_jsonable(changed))
+        return
+    line = _job_line(changed)
+    if changed.pause is not None and changed.pause.until is not None:
+        line += f", until {show_instant(changed.pause.until)}"
+    typer.echo(line)
+
+
 resume = _status_command(
     "resume", "Schedule again from the next occurrence (fires missed while paused are skipped)."
 )
@@ -697,6 +776,8 @@ def update(
             "10 s before their instant) still fire and do not count.",
         ),
     ] = None,
+    calendar: CalendarOption = None,
+    calendar_shift: CalendarShiftOption = None,
     allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
@@ -731,6 +812,12 @@ def update(
         changes["end_at"] = _bound_instant(end_at, "--end-at")
     if max_runs is not None:
         changes["max_runs"] = _max_runs(max_runs)
+    if calendar is not None:  # `--calendar none` clears them (and a shift)
+        changes["calendars"] = [] if calendar == ["none"] else calendar
+        if calendar == ["none"] and calendar_shift is None:
+            changes["calendar_shift"] = None
+    if calendar_shift is not None:
+        changes["calendar_shift"] = None if calendar_shift == "none" else calendar_shift
     if not changes:
         fail("nothing to change: give at least one option (see --help)")
 

@@ -1,4 +1,5 @@
-"""``duetime nodes``: the processes of the cluster, their roles, the leader, last heartbeats."""
+"""``duetime nodes``: the processes of the cluster, their roles, the leader, last heartbeats;
+``duetime breakers``: the circuit breakers workers report open."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 import typer
 
-from duetime._types import Leadership, NodeInfo
+from duetime._types import BreakerState, Leadership, NodeInfo
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, JsonOption, print_json, with_app
-from duetime.cli._output import to_jsonable
+from duetime.cli._output import print_table, to_jsonable
 
 commands = typer.Typer()
 
@@ -58,3 +59,32 @@ def nodes(db: DbOption = None, json: JsonOption = False) -> None:
     typer.echo("  ".join(k.ljust(w) for k, w in widths.items()))
     for row in rows:
         typer.echo("  ".join(str(row[k]).ljust(w) for k, w in widths.items()))
+
+
+@commands.command()
+def breakers(db: DbOption = None, json: JsonOption = False) -> None:
+    """List circuit breakers workers report open or half-open (per target host or command)."""
+
+    async def body(app: AsyncApp) -> list[BreakerState]:
+        return await app.breakers()
+
+    listed = with_app(db, "default", body, create=False)
+    if json:
+        print_json({"breakers": to_jsonable(listed)})
+        return
+    print_table(
+        ["target", "state", "failures", "opened", "retry at", "worker"],
+        [
+            (
+                b.key,
+                b.state,
+                b.failures,
+                b.opened_at.isoformat(timespec="seconds"),
+                b.retry_at.isoformat(timespec="seconds"),
+                b.worker_id,
+            )
+            for b in listed
+        ],
+        title="circuit breakers",
+        empty="no breaker is open: every target host and command is answering",
+    )

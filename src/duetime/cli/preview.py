@@ -125,9 +125,9 @@ def preview(
         print_json([occurrence_jsonable(o) for o in occurrences])
         return
     print_table(
-        ["#", "UTC", f"local ({tz})", "DST"],
+        ["#", "UTC", f"local ({tz})", "note"],
         [
-            (i, show_instant(o.instant), show_local(o.local), o.dst_note)
+            (i, show_instant(o.instant), show_local(o.local), o.note)
             for i, o in enumerate(occurrences, 1)
         ],
         empty="no fire instants",

@@ -40,7 +40,11 @@ commands = typer.Typer()
 def scheduler(
     db: DbOption = None,
     partitions: Annotated[
-        str | None, typer.Option(help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127.")
+        str | None,
+        typer.Option(
+            help="Serve only job partitions LOW-HIGH (of 0-255), e.g. 0-127: a static range, "
+            "no lease. Default: a fair share, leased with the other schedulers."
+        ),
     ] = None,
     log_level: LogLevel = "info",
     log_format: LogFormat = "text",

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from duetime._types import TenantLimits, TenantQueueStats
+from duetime._durations import parse_duration
+from duetime._types import SecretRotation, TenantLimits, TenantQueueStats
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, JsonOption, command_group, print_json, with_app
 from duetime.cli._output import print_fields, print_table, to_jsonable
@@ -30,6 +31,8 @@ def _limits_fields(limits: TenantLimits) -> list[tuple[str, Any]]:
         ("max in flight", _limit(limits.max_in_flight)),
         ("max starts/s", _limit(limits.max_starts_per_second)),
         ("weight", limits.weight),
+        ("max jobs", _limit(limits.max_jobs)),
+        ("max backfill runs", _limit(limits.max_backfill_runs)),
     ]
 
 
@@ -54,14 +57,30 @@ def set_limits(
         int | None,
         typer.Option("--weight", min=1, max=1000, help="Share of each claim (default 1)."),
     ] = None,
+    max_jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-jobs", min=0, help="Jobs registered at once (cancelled ones aside); 0: no cap."
+        ),
+    ] = None,
+    max_backfill_runs: Annotated[
+        int | None,
+        typer.Option("--max-backfill-runs", min=0, help="Runs one backfill may create; 0: no cap."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Set a tenant's limits; options not given keep their value. Every claim of every worker
     enforces them from the next claim on (runs already running are not stopped)."""
-    if max_in_flight is None and max_starts_per_second is None and weight is None:
+    if (
+        max_in_flight is None
+        and max_starts_per_second is None
+        and weight is None
+        and (max_jobs is None and max_backfill_runs is None)
+    ):
         typer.echo(
-            "error: give at least one of --max-in-flight, --max-starts-per-second, --weight",
+            "error: give at least one of --max-in-flight, --max-starts-per-second, --weight, "
+            "--max-jobs, --max-backfill-runs",
             err=True,
         )
         raise typer.Exit(2)
@@ -72,6 +91,8 @@ def set_limits(
             max_in_flight=max_in_flight,
             max_starts_per_second=max_starts_per_second,
             weight=weight,
+            max_jobs=max_jobs,
+            max_backfill_runs=max_backfill_runs,
         )
 
     limits = with_app(db, "default", body)
@@ -130,6 +151,43 @@ def show(
         ],
         title="queues",
         empty="no runs waiting or running",
+    )
+
+
+@tenants.command("rotate-secret")
+def rotate_secret(
+    tenant: Annotated[str, typer.Argument(metavar="TENANT", help="The tenant's id.")],
+    overlap: Annotated[
+        str,
+        typer.Option(
+            "--overlap",
+            help="How long the previous secret still signs too (both signatures are sent), "
+            "e.g. 1d, 12h, PT30M; at least 1m.",
+        ),
+    ] = "1d",
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Give a tenant a new webhook signing secret, printed once: give it to the receivers,
+    which accept either signature until the overlap ends (docs/webhooks.md)."""
+    length = parse_duration(overlap)
+    if length is None:
+        typer.echo(f"error: --overlap {overlap!r} is not a duration such as 1d or PT12H", err=True)
+        raise typer.Exit(2)
+
+    async def body(app: AsyncApp) -> SecretRotation:
+        return await app.rotate_webhook_secret(length.total_seconds(), tenant=tenant)
+
+    rotation = with_app(db, "default", body)
+    if as_json:
+        print_json(to_jsonable(rotation))
+        return
+    print_fields(
+        [
+            ("tenant", rotation.tenant),
+            ("new secret", rotation.secret),
+            ("old secret signs until", rotation.previous_until.isoformat(timespec="seconds")),
+        ]
     )
 
 

@@ -6,6 +6,8 @@
 import {
   durationSeconds, localInputFromUtc, splitPartial, timelineSeries, utcFromLocalInput,
 } from "/dashboard/chart.js";
+import { auditPage } from "/dashboard/audit.js";
+import { workflowInstancePage, workflowsPage } from "/dashboard/workflows.js";
 
 const API = "/api/v1";
 const KEY = "duetime.key";
@@ -134,6 +136,8 @@ function showKeyBox() {
   for (const el of document.querySelectorAll(".key-only")) el.hidden = open;
   const superadmin = me && me.role === "superadmin";
   for (const el of document.querySelectorAll(".superadmin-only")) el.hidden = !superadmin;
+  const admin = me && ["admin", "superadmin"].includes(me.role);
+  for (const el of document.querySelectorAll(".admin-only")) el.hidden = !admin;
   document.getElementById("key-use").hidden = open && !superadmin;
 }
 
@@ -233,9 +237,11 @@ function table(headers, rows, empty = "nothing to show") {
 }
 
 async function overview(view) {
-  const [ov, tl] = await Promise.all([
+  const admin = me && (me.role === "admin" || me.role === "superadmin");
+  const [ov, tl, br] = await Promise.all([
     api("GET", "/stats/overview"),
     api("GET", "/stats/timeline?window=3600&step=60"),
+    admin ? api("GET", "/breakers").catch(() => null) : null,  // installation-wide: admins
   ]);
   const q = ov.queue;
   const buckets = tl.buckets.map((b) => ({ ...b, t: Date.parse(b.start) }));
@@ -291,6 +297,13 @@ async function overview(view) {
     table(["worker", "tasks", "heartbeat"], ov.cluster.workers.map((w) => h("tr", {},
       h("td", {}, w.id), h("td", {}, w.tasks.join(", ")), h("td", {}, fmtInstant(w.heartbeat_at)))),
       "no live worker"),
+    ...(br ? [
+      h("h2", {}, "Circuit breakers"),
+      table(["target", "state", "failures", "opened", "retry at", "worker"], br.breakers.map((b) => h("tr", {},
+        h("td", {}, b.key), h("td", {}, state(b.state)), h("td", {}, String(b.failures)),
+        h("td", {}, fmtInstant(b.opened_at)), h("td", {}, fmtInstant(b.retry_at)), h("td", {}, b.worker_id))),
+        "no breaker is open: every target host and command answers"),
+    ] : []),
   );
 }
 
@@ -376,6 +389,41 @@ function boundsFields(job) {
   return out;
 }
 
+// The exclusion calendars a job names and what an excluded occurrence does (issue 24).
+function calendarFields(job) {
+  if (!job.calendars || !job.calendars.length) return [];
+  const does = job.calendar_shift ? `moved: ${job.calendar_shift}` : "excluded occurrences skipped";
+  return [["calendars", `${job.calendars.join(", ")} (${does})`]];
+}
+
+// A paused job's note — who, why, until when it resumes by itself — and pause on failure
+// (decision 0023), those it has.
+function pauseFields(job) {
+  const out = [];
+  const pause = job.pause;
+  if (pause) {
+    if (pause.by) out.push(["paused by", pause.by]);
+    if (pause.note) out.push(["pause note", pause.note]);
+    out.push(["paused until", pause.until ? `${fmtInstant(pause.until)} (resumes by itself)` : "resumed by hand"]);
+  }
+  if (job.pause_after_dead) out.push(["pause on failure", `after ${job.pause_after_dead} consecutive dead runs`]);
+  return out;
+}
+
+// Pause, with an optional note and an instant it resumes by itself (datetime-local: the
+// browser's zone); both empty: a plain pause, as before.
+function pauseControls(id) {
+  const note = h("input", { id: "job-pause-note", placeholder: "why (optional)", maxlength: "1000", "aria-label": "Pause note" });
+  const until = h("input", { id: "job-pause-until", type: "datetime-local", "aria-label": "Resume by itself at" });
+  const pause = () => {
+    const body = {};
+    if (note.value.trim()) body.note = note.value.trim();
+    if (until.value) body.until = new Date(until.value).toISOString();
+    return api("POST", `/jobs/${id}/pause`, Object.keys(body).length ? body : undefined);
+  };
+  return [h("button", { id: "job-pause", onclick: () => act("Pause", pause) }, "Pause"), note, until];
+}
+
 // The retry window and error classification (docs/delivery.md), shown only when set.
 function retryRuleFields(retry) {
   const out = [];
@@ -397,7 +445,7 @@ async function jobDetail(view, id) {
   ]);
   const buttons = [];
   if (canWrite()) {
-    if (job.status === "active") buttons.push(h("button", { id: "job-pause", onclick: () => act("Pause", () => api("POST", `/jobs/${id}/pause`)) }, "Pause"));
+    if (job.status === "active") buttons.push(...pauseControls(id));
     if (job.status === "paused") buttons.push(h("button", { id: "job-resume", onclick: () => act("Resume", () => api("POST", `/jobs/${id}/resume`)) }, "Resume"));
     if (job.status !== "cancelled") buttons.push(h("button", { id: "job-trigger", class: "primary", onclick: () => act("Trigger", () => api("POST", `/jobs/${id}/trigger`)) }, "Trigger now"));
     if (job.status === "active" || job.status === "paused") buttons.push(h("button", { id: "job-cancel", class: "danger", onclick: () => {
@@ -408,10 +456,13 @@ async function jobDetail(view, id) {
     ["id", job.id], ["status", state(job.status)], ["schedule", describeSchedule(job.schedule)],
     ["time zone", job.schedule.tz], ["next fire", fmtInstant(job.next_occurrence_at)],
     ...boundsFields(job),
-    ["task", job.target ? `${job.task} → ${job.target.url}` : job.task],
+    ...calendarFields(job),
+    ...pauseFields(job),
+    ["task", job.target && job.target.url ? `${job.task} → ${job.target.url}` : job.task],
     // header values come redacted from the API ("<redacted>"): names only, never credentials
     ...(job.target && Object.keys(job.target.headers || {}).length
-      ? [["headers", Object.entries(job.target.headers).map(([k, v]) => `${k}: ${v}`).join(", ")]]
+      ? [["headers", Object.entries(job.target.headers).map(([k, v]) =>
+          `${k}: ${typeof v === "string" ? v : `secret ${v.secret}`}`).join(", ")]]
       : []),
     ["retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.backoff_base}s ×${job.retry.backoff_factor} (cap ${job.retry.backoff_cap}s)`],
     ...retryRuleFields(job.retry),
@@ -433,9 +484,10 @@ async function jobDetail(view, id) {
       h("td", {}, fmtLocal(r.local)), h("td", {}, state(r.what)),
       h("td", {}, r.run_id ? h("a", { href: `#/runs/${r.run_id}` }, r.why) : r.why))), "no occurrence yet"),
     h("h2", {}, "Next fire instants"),
-    table(["#", "UTC", `local (${job.schedule.tz})`, "DST"], fires.items.map((o, i) => h("tr", {},
+    table(["#", "UTC", `local (${job.schedule.tz})`, "note"], fires.items.map((o, i) => h("tr", {},
       h("td", { class: "num" }, i + 1), h("td", {}, fmtInstant(o.utc || o.instant)),
-      h("td", {}, fmtLocal(o.local)), h("td", {}, o.dst_note || ""))), "no next fire instant"),
+      h("td", {}, fmtLocal(o.local)),
+      h("td", {}, [o.dst_note, o.calendar_note].filter(Boolean).join("; ")))), "no next fire instant"),
     h("h2", {}, "Runs"),
     runsTable(runs.items),
   );
@@ -587,7 +639,15 @@ async function deadLetters(view, params) {
 
 // --- shell -------------------------------------------------------------------------------------
 
-const PAGES = { "": overview, jobs, runs, "dead-letters": deadLetters };
+const PAGES = {
+  "": overview, jobs, runs, "dead-letters": deadLetters,
+  audit: (view, params) => auditPage(view, params, { h, api, fill, table, go, query, fmtInstant, pageSize: PAGE }),
+  workflows: (view, params) => workflowsPage(view, params, workflowKit()),
+};
+
+function workflowKit() {
+  return { h, api, fill, table, go, query, fmtInstant, fmtSeconds, state, canWrite, act, say, pageSize: PAGE };
+}
 
 // Whether the user is in the middle of something a refresh would undo: a form field of the
 // page changed but not submitted yet, or checkboxes ticked (dead letters).
@@ -647,6 +707,7 @@ async function renderPage(refresh) {
   try {
     if (page === "jobs" && parts[1]) await jobDetail(view, parts[1]);
     else if (page === "runs" && parts[1]) await runDetail(view, parts[1]);
+    else if (page === "workflows" && parts[1]) await workflowInstancePage(view, parts[1], workflowKit());
     else if (PAGES[page]) await PAGES[page](view, params);
     else fill(view, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Overview")));
   } catch (err) {
@@ -677,7 +738,7 @@ function keyboard() {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (pending === "g") {
       pending = null;
-      const dest = { o: "/", j: "/jobs", r: "/runs", d: "/dead-letters" }[e.key];
+      const dest = { o: "/", j: "/jobs", r: "/runs", d: "/dead-letters", w: "/workflows" }[e.key];
       if (dest) { e.preventDefault(); go(dest); }
       return;
     }

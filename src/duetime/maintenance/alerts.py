@@ -38,6 +38,14 @@ from duetime._monitoring import (
     IncidentEvent,
     percentile,
 )
+from duetime.maintenance.breaker_alerts import RESOLUTION as BREAKER_RESOLUTION
+from duetime.maintenance.breaker_alerts import breaker_conditions
+from duetime.maintenance.lifecycle_alerts import RESOLUTION as PAUSED_RESOLUTION
+from duetime.maintenance.lifecycle_alerts import paused_conditions
+from duetime.maintenance.outbox_alerts import RESOLUTIONS as OUTBOX_RESOLUTIONS
+from duetime.maintenance.outbox_alerts import outbox_conditions
+from duetime.maintenance.workflow_alerts import RESOLUTIONS as WORKFLOW_RESOLUTIONS
+from duetime.maintenance.workflow_alerts import workflow_conditions
 from duetime.store.base import (
     AlertFactsParams,
     IncidentDeliveryParams,
@@ -202,6 +210,10 @@ _RESOLUTIONS = {
     AlertKind.RUN_STUCK: "the run finished or is no longer over its threshold",
     AlertKind.SCHEDULER_BEHIND: "due work is being picked up in time again",
     AlertKind.NO_WORKER: "a worker serves the task again, or its runs are no longer due",
+    AlertKind.JOB_PAUSED_ON_FAILURE: PAUSED_RESOLUTION,
+    AlertKind.BREAKER_OPEN: BREAKER_RESOLUTION,
+    **OUTBOX_RESOLUTIONS,
+    **WORKFLOW_RESOLUTIONS,
 }
 
 
@@ -251,13 +263,30 @@ class AlertEvaluator:
                 now=now,
             )
         )
-        conditions = evaluate(facts, s)
+        paused = await self.store.jobs_paused_on_failure(FACTS_LIMIT)
+        instances = await self.store.workflow_alert_instances(
+            failed_since=now - timedelta(seconds=s.alert_dead_lookback),
+            failed_ids=_uuids(subjects.get(AlertKind.WORKFLOW_FAILED, [])),
+            now=now,
+            limit=FACTS_LIMIT,
+        )
+        breakers = await self.store.breakers_list()
+        conditions = (
+            evaluate(facts, s)
+            + paused_conditions(paused)
+            + workflow_conditions(instances, now)
+            + breaker_conditions(breakers, now, s.alert_breaker_open_after)
+            + outbox_conditions(await self.store.outbox_depth(), now, s.alert_outbox_after)
+        )
         truncated = {
             kind
             for kind, rows in (
                 (AlertKind.RUN_DEAD, facts.dead_runs),
                 (AlertKind.SLA_MISSED, facts.sla),
                 (AlertKind.RUN_STUCK, facts.running),
+                (AlertKind.JOB_PAUSED_ON_FAILURE, paused),
+                (AlertKind.WORKFLOW_FAILED, instances),
+                (AlertKind.WORKFLOW_SLA_MISSED, instances),
             )
             if len(rows) >= FACTS_LIMIT
         }

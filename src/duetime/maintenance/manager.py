@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,7 +38,15 @@ class _Duty:
 
 
 class MaintenanceManager:
-    def __init__(self, store: Store, settings: Settings, fence: FenceProvider) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        fence: FenceProvider,
+        extra: Sequence[tuple[str, float, Callable[[LeaderFence], Awaitable[object]]]] = (),
+    ) -> None:
+        """``extra``: duties of layers above (name, interval, run_once), e.g. the app's
+        lifecycle pass (app/lifecycle.py)."""
         self.store = store
         self.settings = settings
         self.fence = fence
@@ -47,11 +55,19 @@ class MaintenanceManager:
         self.alerts = AlertEvaluator(store, settings)
         self.duties = [
             _Duty("lease reaper", settings.reaper_interval, reaper.run_once),
+            # step runs ended by the reaper or an operator: their instances are planned here
+            _Duty("workflow sweep", settings.reaper_interval, self._sweep_workflows),
             _Duty("retention", 60.0, retention.run_once),
             _Duty("node pruning", 30.0, self._prune_nodes),
             _Duty("alerts", settings.alert_interval, self.alerts.run_once),
             _Duty("queue depth", DEPTH_SAMPLE_INTERVAL, DepthSampler(store).run_once),
+            *(_Duty(name, interval, run) for name, interval, run in extra),
         ]
+
+    async def _sweep_workflows(self, fence: LeaderFence) -> int:
+        """Plan the instances whose step runs ended outside a completion (idempotent: any
+        node may do it; the leader does it so one does)."""
+        return await self.store.workflows_sweep()
 
     async def _prune_nodes(self, fence: LeaderFence) -> int:
         before = await self.store.db_now() - timedelta(seconds=self.settings.worker_stale_after)

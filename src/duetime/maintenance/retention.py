@@ -13,6 +13,7 @@ from datetime import timedelta
 from duetime._config import Settings
 from duetime.store.base import (
     AttemptPartitionsParams,
+    AuditPruneParams,
     HistoryPruneParams,
     LeaderFence,
     Store,
@@ -44,4 +45,11 @@ class RetentionPruner:
                 break
         if deleted:
             log.info("retention: deleted %d runs finished before %s", deleted, before)
+        for _ in range(self.max_batches):  # the audit trail: the same cut, its only delete
+            params = AuditPruneParams(before=before, limit=self.batch, leader=fence)
+            if await self.store.audit_prune(params) < self.batch:
+                break
+        for _ in range(self.max_batches):  # broker messages sent before the cut (never dead)
+            if await self.store.outbox_prune(before, limit=self.batch) < self.batch:
+                break
         return deleted

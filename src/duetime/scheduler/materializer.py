@@ -18,8 +18,10 @@ from duetime._aio import wait_or_stop
 from duetime._config import Settings
 from duetime._types import Job
 from duetime.metrics import Metrics, metrics
+from duetime.scheduler.calendar_plan import apply_calendars, calendars_of
 from duetime.scheduler.planner import plan_job
-from duetime.store.base import JobPlan, JobsDueParams, Store
+from duetime.schedules import tzdb
+from duetime.store.base import JobPlan, JobsDueParams, Store, StoreTx
 
 log = logging.getLogger("duetime.scheduler")
 
@@ -38,6 +40,8 @@ class MaterializeResult:
     runs_created: int
     skips: int
     now: datetime
+    plans: tuple[tuple[Job, JobPlan], ...] = ()
+    """What the committed transaction decided for each job (calendars applied)."""
 
 
 async def materialize(
@@ -48,19 +52,24 @@ async def materialize(
     limit: int = 500,
     now: datetime | None = None,
     partitions: tuple[int, int] | None = None,
+    owner: str | None = None,
 ) -> MaterializeResult:
     """One batch, in one transaction: lock up to ``limit`` active jobs with ``next_fire_at <=
     now + horizon`` (skipping jobs another scheduler holds; ``partitions``: the inclusive range
-    of partition keys served, None = all), ask ``planner`` what to do with each, insert the runs
-    (existing occurrences are left alone), record the skips and advance ``next_fire_at``. Four
-    statements per batch, whatever its size, and a fifth when the batch has bounded jobs: their
-    runs counted against ``max_runs`` and those past their bounds completed (the job rows stay
-    locked throughout, so concurrent schedulers never exceed ``max_runs``)."""
+    of partition keys served, None = all; ``owner``: a node serving leased partitions, which
+    locks only jobs of the partitions whose lease it holds — ``leadership/partitions.py``), ask
+    ``planner`` what to do with each, insert the runs (existing occurrences are left alone),
+    record the skips and advance ``next_fire_at``. Four statements per batch, whatever its
+    size, and a fifth when the batch has bounded jobs: their runs counted against ``max_runs``
+    and those past their bounds completed (the job rows stay locked throughout, so concurrent
+    schedulers never exceed ``max_runs``)."""
     async with store.transaction() as tx:
         at = await tx.now(now)
         until = at + timedelta(seconds=horizon)
-        jobs = await tx.jobs_lock_due(JobsDueParams(until, limit, partitions))
+        jobs = await tx.jobs_lock_due(JobsDueParams(until, limit, partitions, owner))
         plans = [(job, planner(job, at, until)) for job in jobs]
+        if any(job.calendars for job in jobs):  # one more statement, only then
+            plans = await _through_calendars(tx, plans, until)
         planned = [(job, run) for job, plan in plans for run in plan.runs]
         bounded = [(job, plan) for job, plan in plans if plan.complete or job.max_runs]
         if bounded:  # their runs counted against max_runs, under the same row locks
@@ -69,7 +78,9 @@ async def materialize(
         else:
             created = await tx.runs_insert_planned(planned)
         skips = await tx.skips_insert([(job.id, s) for job, plan in plans for s in plan.skips])
-        await tx.jobs_advance([(job.id, plan.next_fire_at) for job, plan in plans])
+        await tx.jobs_advance(
+            [(job.id, plan.next_fire_at) for job, plan in plans], tzdb.current().version
+        )
         if bounded:
             await tx.jobs_count_runs(
                 [
@@ -77,7 +88,24 @@ async def materialize(
                     for job, plan in bounded
                 ]
             )
-    return MaterializeResult(jobs=len(jobs), runs_created=created, skips=skips, now=at)
+    return MaterializeResult(
+        jobs=len(jobs), runs_created=created, skips=skips, now=at, plans=tuple(plans)
+    )
+
+
+async def _through_calendars(
+    tx: StoreTx, plans: list[tuple[Job, JobPlan]], until: datetime
+) -> list[tuple[Job, JobPlan]]:
+    """The plans of jobs that name calendars with their excluded occurrences skipped or moved
+    (``scheduler/calendar_plan.py``); the calendars read in one statement."""
+    keys = sorted({(job.tenant, name) for job, _ in plans for name in job.calendars})
+    stored = await tx.calendars_for(keys)
+    return [
+        (job, apply_calendars(job, plan, calendars_of(job, stored), until))
+        if job.calendars
+        else (job, plan)
+        for job, plan in plans
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +130,19 @@ class _RecordingPlanner:
 
 class Materializer:
     def __init__(
-        self, store: Store, settings: Settings, *, partitions: tuple[int, int] | None = None
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        partitions: tuple[int, int] | None = None,
+        owner: str | None = None,
     ) -> None:
+        """``owner``: this node's id when it serves leased partitions (the lease is the fence
+        of every batch); None serves ``partitions`` (all by default) unfenced."""
         self.store = store
         self.settings = settings
         self.partitions = partitions
+        self.owner = owner
         self.metrics: Metrics = metrics()
 
     async def run_once(
@@ -131,8 +167,9 @@ class Materializer:
                 horizon=self.settings.scheduler_horizon,
                 limit=self.settings.scheduler_batch,
                 partitions=self.partitions,
+                owner=self.owner,
             )
-            self._observe(planner.planned)
+            self._observe([(job, result.now, plan) for job, plan in result.plans])
             jobs += result.jobs
             created += result.runs_created
             skips += result.skips

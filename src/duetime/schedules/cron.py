@@ -53,6 +53,7 @@ from cronsim.cronsim import RANGES, SYMBOLIC_DAYS, SYMBOLIC_MONTHS, Field
 
 from duetime._types import Occurrence, cron_uses_hash
 from duetime.errors import ValidationError
+from duetime.schedules import tzdb
 from duetime.schedules.zones import (
     WallKind,
     dst_note,
@@ -550,3 +551,8 @@ def _next_after_cached(expression: CronExpression, after: datetime) -> datetime 
     registration validates and first-fires millions of jobs sharing a few thousand crons at
     one ``now``, and schedulers plan many jobs due at the same instant."""
     return expression._next_after(after)
+
+
+# parsed expressions hold their zone, and instants were computed with its rules
+tzdb.on_change(_parse_cached.cache_clear)
+tzdb.on_change(_next_after_cached.cache_clear)

@@ -1,6 +1,7 @@
 """Time zones, and the mapping between local wall-clock time and UTC instants.
 
-Pure functions (loading a zone reads the tz database once; it is cached). All instants returned
+Pure functions (loading a zone reads the tz database once; it is cached). Zones come from the
+``tzdata`` package (``tzdb.py``), never from the host's files. All instants returned
 are timezone-aware ``datetime`` objects in UTC. A *wall time* is a naive ``datetime`` read as a
 local clock reading in some zone; its ``fold`` attribute is ignored.
 
@@ -20,9 +21,10 @@ import functools
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from duetime.errors import ValidationError
+from duetime.schedules import tzdb
 
 __all__ = [
     "WallKind",
@@ -86,12 +88,13 @@ def _load_zone(name: str) -> ZoneInfo:
         or name.startswith(_HOST_ONLY_PREFIXES)
     ):
         raise ValidationError("tz", f"unknown time zone {name!r}")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        # ValueError: not a normalized relative key ("../x", "/abs"); OSError: a directory
-        # ("America") or an unreadable file.
-        raise ValidationError("tz", f"unknown time zone {name!r}") from None
+    zone = tzdb.current().load(name)  # the tzdata package's rules, never the host's
+    if zone is None:
+        raise ValidationError("tz", f"unknown time zone {name!r}")
+    return zone
+
+
+tzdb.on_change(_load_zone.cache_clear)
 
 
 def require_aware(value: datetime, what: str = "datetime") -> None:

@@ -41,6 +41,7 @@ from duetime._types import (
 from duetime.policies.fairness import FairItem, TenantQuota, bucket_refill
 from duetime.policies.overlap import Candidate
 from duetime.policies.retry_rules import with_rules
+from duetime.store._lifecycle_rows import lifecycle_fields
 from duetime.store.base import ClaimedRun, PlannedSkip
 
 Row = Mapping[str, Any]
@@ -187,8 +188,17 @@ def job_from_row(row: Row, c: Codec) -> Job:
         runs_created=row["runs_created"],
         replace_timeout=row["replace_timeout_s"],
         max_waiting=row["max_waiting"],
+        calendars=_calendars(row, c),
+        calendar_shift=row["calendar_shift"],
         next_occurrence_at=_next_occurrence(row, c),
+        **lifecycle_fields(row, c),
     )
+
+
+def _calendars(row: Row, c: Codec) -> tuple[str, ...]:
+    """The ``calendars`` column (a JSON list of names, NULL for none)."""
+    value = row["calendars"]
+    return () if value is None else tuple(c.json(value))
 
 
 def _delay(micros: int | None) -> timedelta | None:
@@ -235,7 +245,15 @@ def run_from_row(row: Row, c: Codec) -> Run:
         progress_message=row["progress_message"],
         checkpoint=None if row["checkpoint"] is None else c.json(row["checkpoint"]),
         cancel_requested=bool(row["cancel_requested"]),
+        result=None if row["result"] is None else c.json(row["result"]),
+        origin=_origin(row),
     )
+
+
+def _origin(row: Row) -> str | None:
+    """The ``origin`` column; rows of statements that do not return it read as None."""
+    keys = row.keys()
+    return row["origin"] if "origin" in keys else None
 
 
 def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
@@ -373,6 +391,8 @@ def tenant_limits_from_row(row: Row) -> TenantLimits:
         max_in_flight=row["max_in_flight"],
         max_starts_per_second=row["max_starts_per_second"],
         weight=row["weight"],
+        max_backfill_runs=row["max_backfill_runs"],
+        max_jobs=row["max_jobs"],
     )
 
 

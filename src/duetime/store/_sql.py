@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from duetime import _json
+from duetime import _audit, _json
 from duetime._clock import Clock
 from duetime._types import (
     ApiKey,
@@ -54,17 +54,31 @@ from duetime._types import (
     RunState,
     RunTrigger,
     Schedule,
+    StoredCalendar,
     TenantLimits,
     TenantQueueStats,
     WorkerInfo,
 )
-from duetime.errors import Conflict, NotFound, SchemaError
+from duetime.errors import Conflict, NotFound, SchemaError, UnsupportedFeature
 from duetime.policies.fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
 from duetime.policies.overlap import StartVerdict, decide_start, replacing_keys
 from duetime.policies.status import PENDING_END_STATE, STATUS_MOVES, lease_lost_decision
 from duetime.store import _rows
 from duetime.store._rows import Codec, to_micros
+from duetime.store._sql_audit import SQLAudit, ordered_id
+from duetime.store._sql_calendars import SQLCalendars
+from duetime.store._sql_lifecycle import (
+    SQLLifecycle,
+    jobs_cap_check,
+    move_columns,
+    pause_expected,
+)
 from duetime.store._sql_monitoring import SQLObservability
+from duetime.store._sql_outbox import SQLOutbox
+from duetime.store._sql_partitions import SQLPartitionLeases
+from duetime.store._sql_targets import SQLTargets
+from duetime.store._sql_workflow_watch import SQLWorkflowWatch
+from duetime.store._sql_workflows import SQLWorkflows
 from duetime.store._values import (
     job_values,
     new_webhook_secret,
@@ -110,7 +124,17 @@ from duetime.store.cancel_news import CancelNews
 from duetime.store.sqlfile import Migration, load_migrations
 
 
-class SQLStore(SQLObservability):
+class SQLStore(
+    SQLLifecycle,
+    SQLAudit,
+    SQLCalendars,
+    SQLWorkflows,
+    SQLWorkflowWatch,
+    SQLObservability,
+    SQLOutbox,
+    SQLTargets,
+    SQLPartitionLeases,
+):
     """The dialect-free part of both stores. Subclasses set ``dialect`` and ``codec`` and
     implement the connection surface (see the module docstring)."""
 
@@ -213,9 +237,17 @@ class SQLStore(SQLObservability):
     async def transaction(self) -> AsyncIterator[SQLTransaction]:
         """One write transaction for a service that decides between reads and writes (the
         materializer's planner, registration's schedule comparison): committed when the block
-        ends, rolled back if it raises."""
+        ends, rolled back if it raises. The call's pending audit entry, if any, is its last
+        statement."""
         async with self._tx() as conn:
             yield SQLTransaction(self, conn)
+            await self._audit(conn)
+
+    async def enlist(self, connection: object) -> Any:
+        """Transactional enqueue is PostgreSQL's (``store/postgres/enlisted.py``)."""
+        raise UnsupportedFeature(
+            "transactional enqueue (a caller's connection) needs the PostgreSQL store"
+        )
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -254,8 +286,8 @@ class SQLStore(SQLObservability):
             row = await self._job_row(conn, params.job, lock=True)
             current = _rows.job_from_row(row, self.codec)
             allowed_from = STATUS_MOVES.get(params.status, frozenset())
-            if current.status is params.status:
-                return current
+            if current.status is params.status or not pause_expected(current, params):
+                return await self._pause_note_again(conn, current, params, now)
             if current.status not in allowed_from:
                 raise Conflict(
                     f"job {current.name!r} is {current.status}; cannot become {params.status}"
@@ -268,9 +300,11 @@ class SQLStore(SQLObservability):
                 next_fire_at=params.next_fire_at if params.status is JobStatus.ACTIVE else None,
                 from_states=[str(s) for s in allowed_from],
                 now=now,
+                **move_columns(params),
             )
             if row is None:
                 raise Conflict(f"job {current.name!r} changed concurrently; try again")
+            await self._job_moved(conn, current, params, now)
             if params.status in PENDING_END_STATE:
                 state, reason = PENDING_END_STATE[params.status]
                 cancel = params.status is JobStatus.CANCELLED
@@ -295,6 +329,15 @@ class SQLStore(SQLObservability):
                     # runs withdrawn before their instant do not count against max_runs
                     await self._exec(conn, "jobs_uncount_runs", id=current.id, count=withdrawn)
                     row = await self._job_row(conn, params.job)
+            _audit.note(
+                subject_id=current.id,
+                subject_name=current.name,
+                change={
+                    "before": {"status": str(current.status)},
+                    "after": {"status": str(params.status)},
+                },
+            )
+            await self._audit(conn)
             return _rows.job_from_row(row, self.codec)
 
     async def job_delete(self, ref: JobRef) -> None:
@@ -308,6 +351,8 @@ class SQLStore(SQLObservability):
             if runs:
                 await self._exec(conn, "job_delete_attempts", ids=[r["id"] for r in runs])
             await self._exec(conn, "job_delete", id=row["id"])
+            _audit.note(subject_id=self.codec.uuid(row["id"]), subject_name=row["name"])
+            await self._audit(conn)
 
     # --- runs: trigger --------------------------------------------------------------------
 
@@ -327,6 +372,10 @@ class SQLStore(SQLObservability):
             inserted = await self._all(conn, "runs_insert", batch=self._records([values]), now=now)
             if inserted:
                 await self._notify(conn)
+                _audit.note(
+                    subject_id=job.id, subject_name=job.name, change={"run": str(values["id"])}
+                )
+                await self._audit(conn)
                 row = await self._one(conn, "run_get", tenant=job.tenant, id=values["id"])
                 return _rows.run_from_row(row, self.codec), True
             row = await self._one(
@@ -356,12 +405,23 @@ class SQLStore(SQLObservability):
             name, values["job_id"] = "run_trigger_by_id", ref.id
         else:
             name, values["job_name"] = "run_trigger_by_name", ref.name
+        entry = _audit.take() if self.audits_in_statement else None
+        if entry is not None:
+            name += "_audited"
+            values.update(audit_id=ordered_id(), audit_actor=entry.actor, audit_action=entry.action)
         async with self._write() as conn:
             row = await self._one(conn, name, **values)
             if row is None:
+                if entry is not None:  # no run made: the transaction that says why may make it
+                    entry.taken = False
                 return None
             if not self.notifies_in_statement:
                 await self._notify(conn)
+            if not self.audits_in_statement and _audit.pending() is not None:
+                job_id = self.codec.uuid(row["job_id"])
+                run = {"run": str(run_id)}
+                _audit.note(subject_id=job_id, subject_name=row["job_name"], change=run)
+                await self._audit(conn)
         return _rows.run_from_row(row, self.codec)
 
     # --- runs: the worker's path ----------------------------------------------------------
@@ -777,9 +837,30 @@ class SQLStore(SQLObservability):
                 limit=params.limit,
                 now=now,
             )
+            if params.run_ids is not None and len(rows) < len(params.run_ids):
+                await self._refuse_step_replays(conn, params.run_ids, rows)
             if rows:
                 await self._notify(conn)
+                ids = [str(self.codec.uuid(r["id"])) for r in rows[: _audit.MAX_IDS]]
+                _audit.note(change={"count": len(rows), "runs": ids})
+                await self._audit(conn)
         return [self.codec.uuid(r["id"]) for r in rows]
+
+    async def _refuse_step_replays(
+        self, conn: Any, asked: Sequence[uuid.UUID], replayed: Sequence[Any]
+    ) -> None:
+        """Conflict when a run asked for by id was left out because it is a workflow step's
+        (retried through its instance, which re-opens what depends on it)."""
+        done = {self.codec.uuid(r["id"]) for r in replayed}
+        left = [run_id for run_id in asked if run_id not in done]
+        steps = await self._all(conn, "workflow_steps_of_runs", ids=left)
+        if steps:
+            step = steps[0]
+            raise Conflict(
+                f"run {self.codec.uuid(step['run_id'])} is step {step['step']!r} of workflow "
+                f"instance {self.codec.uuid(step['instance_id'])}: retry the instance "
+                "(app.workflows.retry, POST /workflow-instances/{id}/retry) instead"
+            )
 
     async def run_cancel(self, params: RunCancelParams) -> Run:
         async with self._tx() as conn:
@@ -798,6 +879,11 @@ class SQLStore(SQLObservability):
             if before["state"] == RunState.RUNNING:
                 prior = _rows.run_from_row(before, self.codec)
                 await self._attempts_insert(conn, [prior], "cancelled", "cancelled", now)
+            _audit.note(
+                subject_name=row["job_name"],
+                change={"before": {"state": before["state"]}, "after": {"state": row["state"]}},
+            )
+            await self._audit(conn)
             return _rows.run_from_row(row, self.codec)
 
     async def runs_by_id_prefix(self, params: RunIdPrefixParams) -> list[Run]:
@@ -895,8 +981,8 @@ class SQLStore(SQLObservability):
         """Up to ``params.limit`` runs that ended before ``params.before`` (never a dead
         letter: see ``history_prune_runs``), the attempts retention ends row by row (SQLite:
         those runs' attempts; PostgreSQL: old ones in the default partition, the weekly ones
-        go whole with :meth:`attempts_partitions`), and as many old skip records, in one
-        leader-fenced transaction."""
+        go whole with :meth:`attempts_partitions`), and as many old skip records and ended
+        workflow instances (succeeded or cancelled), in one leader-fenced transaction."""
         async with self._tx() as conn:
             now = await self._now(conn, None)
             if not await self._holds(conn, params.leader, now):
@@ -912,6 +998,9 @@ class SQLStore(SQLObservability):
                 limit=params.limit,
             )
             await self._exec(conn, "history_prune_skips", before=params.before, limit=params.limit)
+            await self._exec(
+                conn, "workflow_instances_prune", before=params.before, limit=params.limit
+            )
         return len(runs)
 
     async def attempts_partitions(self, params: AttemptPartitionsParams) -> AttemptPartitionsChange:
@@ -979,13 +1068,16 @@ class SQLStore(SQLObservability):
         return str(row["webhook_secret"])
 
     async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:
-        row = await self._write_one(
+        if params.max_jobs is not None:
+            await self._tenant_max_jobs_set(params.tenant, params.max_jobs, params.now)
+        row = await self._audited_one(
             "tenant_limits_upsert",
             tenant=params.tenant,
             secret=new_webhook_secret(),
             max_in_flight=params.max_in_flight,
             max_starts_per_second=params.max_starts_per_second,
             weight=params.weight,
+            max_backfill_runs=params.max_backfill_runs,
             now=self._fixed_now(params.now),
         )
         return _rows.tenant_limits_from_row(row)
@@ -1001,7 +1093,7 @@ class SQLStore(SQLObservability):
     async def tenant_alert_webhooks_set(
         self, tenant: str, webhooks: Sequence[str], now: datetime | None = None
     ) -> list[str]:
-        row = await self._write_one(
+        row = await self._audited_one(
             "tenant_alert_webhooks_upsert",
             tenant=tenant,
             secret=new_webhook_secret(),
@@ -1025,7 +1117,7 @@ class SQLStore(SQLObservability):
     # --- api keys -------------------------------------------------------------------------
 
     async def api_key_create(self, params: ApiKeyCreateParams) -> ApiKey:
-        row = await self._write_one(
+        row = await self._audited_one(
             "api_key_insert",
             id=params.id,
             tenant=params.tenant,
@@ -1048,8 +1140,12 @@ class SQLStore(SQLObservability):
         return [_rows.api_key_from_row(r, self.codec) for r in rows]
 
     async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
-        row = await self._write_one(
-            "api_key_revoke", id=params.id, tenant=params.tenant, now=self._fixed_now(params.now)
+        row = await self._audited_one(
+            "api_key_revoke",
+            subject_of_row=True,
+            id=params.id,
+            tenant=params.tenant,
+            now=self._fixed_now(params.now),
         )
         if row is None:
             raise NotFound(f"API key {params.id} not found")
@@ -1118,15 +1214,19 @@ class SQLTransaction:
 
     async def jobs_lock_due(self, params: JobsDueParams) -> list[Job]:
         """Lock up to ``limit`` active jobs due by ``until`` in the partition range, skipping
-        those another transaction holds (PostgreSQL ``SKIP LOCKED``)."""
+        those another transaction holds (PostgreSQL ``SKIP LOCKED``). With ``owner``, only
+        jobs of the partitions whose lease it holds at the transaction's instant, the leases
+        locked until the transaction ends (``jobs_due_leased``: the fence)."""
         low, high = params.partitions or (0, 255)
+        leased = {} if params.owner is None else {"owner": params.owner, "now": await self.now()}
         rows = await self._store._all(
             self._conn,
-            "jobs_due",
+            "jobs_due" if params.owner is None else "jobs_due_leased",
             until=params.until,
             limit=params.limit,
             partition_low=low,
             partition_high=high,
+            **leased,
         )
         return [_rows.job_from_row(r, self._store.codec) for r in rows]
 
@@ -1139,11 +1239,17 @@ class SQLTransaction:
         return _rows.job_from_row(row, self._store.codec)
 
     async def job_insert(self, params: JobUpsertParams) -> Job | None:
-        """Create the job; None if its (tenant, name) exists already (nothing written)."""
+        """Create the job; None if its (tenant, name) exists already (nothing written);
+        JobCapReached if a new name would exceed its tenant's ``max_jobs``."""
+        await jobs_cap_check(self._store, self._conn, params.tenant, params.name)
         now = await self.now()
         values = job_values(params, params.job_id, params.schedule, params.next_fire_at)
         row = await self._store._one(self._conn, "job_insert", **values, now=now)
-        return None if row is None else _rows.job_from_row(row, self._store.codec)
+        if row is None:
+            return None
+        job = _rows.job_from_row(row, self._store.codec)
+        _audit.note_job(None, job)
+        return job
 
     async def job_update(
         self,
@@ -1164,16 +1270,23 @@ class SQLTransaction:
         if (params.misfire_policy, params.misfire_grace) != (job.misfire_policy, job.misfire_grace):
             # the runs written already judge misfires by the job's new policy and grace
             await self._store._exec(self._conn, "runs_misfire_deadlines", job_id=job.id)
-        return _rows.job_from_row(row, self._store.codec)
+        changed = _rows.job_from_row(row, self._store.codec)
+        _audit.note_job(job, changed)
+        return changed
 
-    async def jobs_advance(self, advances: Sequence[tuple[uuid.UUID, datetime | None]]) -> None:
-        """Set each job's ``next_fire_at``."""
+    async def jobs_advance(
+        self,
+        advances: Sequence[tuple[uuid.UUID, datetime | None]],
+        tzdata_version: str | None = None,
+    ) -> None:
+        """Set each job's ``next_fire_at`` (computed with ``tzdata_version``, recorded)."""
         if advances:
             await self._store._exec(
                 self._conn,
                 "jobs_advance",
                 ids=[a[0] for a in advances],
                 next_fire_ats=[a[1] for a in advances],
+                tzdata_version=tzdata_version,
             )
 
     # --- runs -----------------------------------------------------------------------------
@@ -1279,6 +1392,10 @@ class SQLTransaction:
         if withdrawn:
             await self._store._exec(self._conn, "jobs_uncount_runs", id=job_id, count=withdrawn)
         return withdrawn + ended
+
+    async def calendars_for(self, keys: Sequence[tuple[str, str]]) -> list[StoredCalendar]:
+        """The calendars of ``keys`` ((tenant, name) pairs) that exist (one statement)."""
+        return await self._store.calendars_by_key(keys, conn=self._conn)
 
     async def skips_insert(self, skips: Sequence[tuple[uuid.UUID, PlannedSkip]]) -> int:
         """Record skipped occurrences (first, last, count, reason) of each job, in one

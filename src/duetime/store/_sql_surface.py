@@ -81,7 +81,8 @@ class SQLSurface:
 
     async def _holds(self, conn: Any, fence: LeaderFence | None, now: datetime) -> bool:
         """Inside a transaction: True if ``fence`` still leads; on PostgreSQL the leader row
-        is locked (FOR SHARE) so a takeover waits until this transaction ends."""
+        is locked (FOR KEY SHARE) so a takeover waits until this transaction ends (the
+        leader's own renewal does not)."""
         if fence is None:
             return True
         row = await self._one(conn, "leader_hold", node_id=fence.node_id, term=fence.term, now=now)

@@ -68,6 +68,9 @@ def job_values(
         "max_runs": params.max_runs,
         "replace_timeout_s": params.replace_timeout,
         "max_waiting": params.max_waiting,
+        "calendars": _json.dumps(list(params.calendars)) if params.calendars else None,
+        "calendar_shift": params.calendar_shift,
+        "tzdata_version": params.tzdata_version,
     }
 
 
@@ -92,7 +95,9 @@ def overlap_key(job: Job) -> str | None:
     return f"job:{job.id}"
 
 
-def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> dict[str, Any]:
+def _run_values(
+    job: Job, scheduled_for: datetime, available_at: datetime, misfire_from: datetime | None = None
+) -> dict[str, Any]:
     return {
         "id": uuid.uuid4(),
         "job_id": job.id,
@@ -117,7 +122,8 @@ def _run_values(job: Job, scheduled_for: datetime, available_at: datetime) -> di
         "request_hash": None,
         "target": None if job.target is None else _json.dumps(job.target),
         "concurrency_key": overlap_key(job),
-        "misfire_at": misfire_deadline(job, scheduled_for),
+        "misfire_at": misfire_deadline(job, misfire_from or scheduled_for),
+        "origin": None,
     }
 
 
@@ -130,7 +136,18 @@ def misfire_deadline(job: Job, scheduled_for: datetime) -> datetime | None:
 
 
 def planned_run_values(job: Job, planned: PlannedRun) -> dict[str, Any]:
-    return _run_values(job, planned.scheduled_for, planned.available_at)
+    """A planned run's row: a run moved by a calendar shift misfires counting from the instant
+    it was moved to; a backfilled one (origin ``backfill``) never misfires."""
+    values = _run_values(
+        job,
+        planned.scheduled_for,
+        planned.available_at,
+        planned.available_at if planned.shifted else None,
+    )
+    if planned.origin is not None:
+        values["origin"] = planned.origin
+        values["misfire_at"] = None
+    return values
 
 
 def trigger_run_values(job: Job, params: RunTriggerParams, now: datetime) -> dict[str, Any]:

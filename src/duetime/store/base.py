@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from duetime import _json
+from duetime._audit import AuditEntry, AuditRecord
 from duetime._monitoring import (
     AlertCondition,
     AlertFacts,
@@ -30,14 +31,19 @@ from duetime._monitoring import (
     QueueDepth,
     Timeline,
 )
+from duetime._outbox import OutboxMessage, OutboxStore
+from duetime._partitions import PartitionLeaseStore
 from duetime._types import (
     JSON,
     ApiKey,
     ApiRole,
     Attempt,
     AttemptOutcome,
+    BreakerState,
     DeliveryMode,
     Job,
+    JobEvent,
+    JobPause,
     JobStatus,
     Leadership,
     MisfirePolicy,
@@ -48,12 +54,17 @@ from duetime._types import (
     Run,
     RunState,
     Schedule,
+    SecretRotation,
+    StoredCalendar,
     TenantLimits,
     TenantQueueStats,
     WorkerInfo,
 )
+from duetime.workflows.definition import WorkflowRole
+from duetime.workflows.protocol import WorkflowStore
+from duetime.workflows.watch import WorkflowWatchStore
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 26
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -124,6 +135,11 @@ class JobUpsertParams:
     """With overlap ``replace``: seconds a replaced run gets to stop (``Job.replace_timeout``)."""
     max_waiting: int = 0
     """Runs that may wait for the overlap key while it is busy, 0 = no limit."""
+    calendars: tuple[str, ...] = ()
+    """Exclusion calendars the job names (checked to exist by the caller)."""
+    calendar_shift: str | None = None
+    tzdata_version: str | None = None
+    """The tzdata release ``next_fire_at`` was computed with (registration sets it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +179,31 @@ class JobSetStatusParams:
     next_fire_at: datetime | None = None
     now: datetime | None = None
     withdraw_after: datetime | None = None
+    pause: JobPause | None = None
+    """Pausing: who, why, until when (pausing a paused job with one replaces its note)."""
+    actor: str | None = None
+    """Who made the move, for the job's history (``job_events``); default ``pause.by``."""
+    event: str | None = None
+    """The history entry's kind; default the new status's (``paused``, ``resumed``, …). A
+    move with its own kind (duetime's, a sync's) leaves a pause already in place as it is."""
+    tzdata_version: str | None = None
+    """Resuming: the tzdata release ``next_fire_at`` was computed with (None keeps it)."""
+    expect_until: datetime | None = None
+    """Only if the job's pause still ends at this instant (the auto-resume's guard against a
+    pause changed since it read the job); else the job is returned unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobTzRecomputeParams:
+    """A job's next instant recomputed with a newer tzdata release (decision 0023): written
+    only while the job is active and its release is still ``expect_version``."""
+
+    tenant: str
+    job_id: uuid.UUID
+    expect_version: str | None
+    version: str
+    next_fire_at: datetime | None
+    now: datetime | None = None
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -172,6 +213,10 @@ class JobSetStatusParams:
 class PlannedRun:
     scheduled_for: datetime
     available_at: datetime
+    shifted: bool = False
+    """Moved by a calendar shift: its misfire deadline counts from ``available_at``."""
+    origin: str | None = None
+    """``backfill``: created by a backfill (no misfire deadline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +247,8 @@ class JobsDueParams:
     until: datetime
     limit: int = 500
     partitions: tuple[int, int] | None = None
+    owner: str | None = None
+    """A node serving leased partitions: only those whose lease it holds (the fence)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +394,14 @@ class RunCompletion:
     refund_attempt: bool = False
     """The attempt never started (handed back at shutdown): it does not count against
     ``max_attempts``."""
+    result: str | None = None
+    """The handler's return value as JSON text (None: nothing to keep), stored on the run."""
+    workflow: WorkflowRole | None = None
+    """A workflow start run (``start``) or step run (``step``): its end is planned in the
+    completion's transaction (``store/_sql_workflows.py``)."""
+    outbox: OutboxMessage | None = None
+    """A succeeded broker run's message: inserted into the outbox in the transaction that
+    applies this completion, and only if it applies (``store/_sql_outbox.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,6 +502,47 @@ class RunListParams:
         micros, run_id = cursor.split(".", 1)
         epoch = datetime(1970, 1, 1, tzinfo=UTC)
         return epoch + timedelta(microseconds=int(micros)), uuid.UUID(run_id)
+
+    @staticmethod
+    def cursor_of(at: datetime, item_id: uuid.UUID) -> str:
+        """The cursor :meth:`before_cursor` reads back."""
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        return f"{(at - epoch) // timedelta(microseconds=1)}.{item_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditListParams:
+    """A tenant's audit records, newest first, filtered (each None: any); ``subject`` matches
+    the subject's id or name; ``since`` inclusive, ``until`` exclusive (docs/decisions/0021)."""
+
+    tenant: str
+    actor: str | None = None
+    action: str | None = None
+    subject: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 100
+    before: tuple[datetime, uuid.UUID] | None = None
+    """Keyset cursor: (at, id) of the last record of the previous page."""
+
+    @staticmethod
+    def cursor_of(at: datetime, record_id: uuid.UUID) -> str:
+        return RunListParams.cursor_of(at, record_id)
+
+    @staticmethod
+    def before_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+        """The ``before`` a page's ``next_cursor`` stands for; ValueError for other text."""
+        return RunListParams.before_cursor(cursor)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPruneParams:
+    """Delete up to ``limit`` audit records older than ``before`` (retention: the only delete
+    of the trail). Leader-only when ``leader`` is set."""
+
+    before: datetime
+    limit: int = 1000
+    leader: LeaderFence | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,6 +711,24 @@ class TenantLimitsSetParams:
     max_in_flight: int | None = None
     max_starts_per_second: float | None = None
     weight: int | None = None
+    max_jobs: int | None = None
+    """Cap on registered jobs; 0 removes it (decision 0023)."""
+    max_backfill_runs: int | None = None
+    """0 removes the cap."""
+    now: datetime | None = None
+
+
+# --- calendars --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarPutParams:
+    """Create or replace a tenant's calendar (rules validated by the caller, in JSON form)."""
+
+    tenant: str
+    name: str
+    rules: list[dict[str, JSON]]
+    description: str = ""
     now: datetime | None = None
 
 
@@ -782,7 +896,9 @@ class StoreTx(Protocol):
         ...
 
     async def job_insert(self, params: JobUpsertParams) -> Job | None:
-        """Create the job; None if its (tenant, name) is taken (nothing written)."""
+        """Create the job; None if its (tenant, name) is taken (nothing written). A new name
+        past its tenant's ``max_jobs`` raises JobCapReached (the capped tenant's row is locked
+        until the transaction ends, so concurrent registrations count in turn)."""
         ...
 
     async def job_update(
@@ -798,8 +914,13 @@ class StoreTx(Protocol):
         status the caller decided."""
         ...
 
-    async def jobs_advance(self, advances: Sequence[tuple[uuid.UUID, datetime | None]]) -> None:
-        """Set each job's ``next_fire_at`` (one statement)."""
+    async def jobs_advance(
+        self,
+        advances: Sequence[tuple[uuid.UUID, datetime | None]],
+        tzdata_version: str | None = None,
+    ) -> None:
+        """Set each job's ``next_fire_at`` (one statement), computed with the tzdata release
+        ``tzdata_version`` (recorded; None keeps each job's)."""
         ...
 
     async def job_last_occurrence(self, job_id: uuid.UUID) -> datetime | None:
@@ -831,6 +952,10 @@ class StoreTx(Protocol):
         """Record skipped occurrences of each job (one statement)."""
         ...
 
+    async def calendars_for(self, keys: Sequence[tuple[str, str]]) -> list[StoredCalendar]:
+        """The calendars of ``keys`` ((tenant, name) pairs) that exist (one statement)."""
+        ...
+
     async def runs_insert_counted(
         self, runs: Sequence[tuple[Job, PlannedRun]]
     ) -> dict[uuid.UUID, int]:
@@ -859,7 +984,7 @@ class StoreTx(Protocol):
         ...
 
 
-class Store(Protocol):
+class Store(WorkflowStore, WorkflowWatchStore, OutboxStore, PartitionLeaseStore, Protocol):
     """Everything duetime keeps. Implementations: SQLiteStore, PostgresStore."""
 
     dialect: str
@@ -904,11 +1029,38 @@ class Store(Protocol):
         """A unit of work (:class:`StoreTx`): ``async with store.transaction() as tx:``."""
         ...
 
+    async def enlist(self, connection: object) -> Store:
+        """This store's statements on the caller's own connection, inside its transaction
+        (transactional enqueue, PostgreSQL only): a psycopg 3 connection or a SQLAlchemy 2
+        session on it; the store commits nothing, the caller's commit does
+        (``store/postgres/enlisted.py``). UsageError for another kind of connection;
+        :class:`~duetime.errors.UnsupportedFeature` on SQLite."""
+        ...
+
     # jobs (created and updated through a transaction: ``registration.upsert_job``)
     async def job_get(self, ref: JobRef) -> Job: ...
     async def job_list(self, params: JobListParams) -> Page[Job]: ...
     async def job_set_status(self, params: JobSetStatusParams) -> Job: ...
     async def job_delete(self, ref: JobRef) -> None: ...
+
+    # a job's lifecycle (store/_sql_lifecycle.py, decision 0023): history, auto-resume and
+    # pause on failure (read by the leader's pass, applied through job_set_status), declared
+    # jobs of app.sync
+    async def job_events_list(
+        self, ref: JobRef, *, limit: int = 50, before: int | None = None
+    ) -> list[JobEvent]: ...
+    async def jobs_pause_due(self, now: datetime | None = None, limit: int = 100) -> list[Job]: ...
+    async def jobs_failing(self, limit: int = 100) -> list[tuple[Job, int]]: ...
+    async def jobs_paused_on_failure(self, limit: int = 1000) -> list[Job]: ...
+    async def job_pause_on_failure_set(
+        self, ref: JobRef, after: int | None, now: datetime | None = None
+    ) -> Job: ...
+    async def jobs_declared(self, tenant: str, source: str) -> list[Job]: ...
+    async def jobs_tz_stale(
+        self, version: str, *, after_id: uuid.UUID | None = None, limit: int = 500
+    ) -> list[Job]: ...
+    async def job_tz_recompute(self, params: JobTzRecomputeParams) -> bool: ...
+    async def jobs_declare(self, tenant: str, source: str, names: Sequence[str]) -> int: ...
 
     # bulk
     async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
@@ -956,6 +1108,42 @@ class Store(Protocol):
 
     async def skips_list(self, tenant: str, job_id: uuid.UUID) -> list[PlannedSkip]: ...
 
+    # calendars (issue 24; store/_sql_calendars.py)
+    async def calendar_put(self, params: CalendarPutParams) -> StoredCalendar:
+        """Create the calendar or replace its rules and description (idempotent)."""
+        ...
+
+    async def calendar_get(self, tenant: str, name: str) -> StoredCalendar:
+        """NotFound if the tenant has no calendar of that name."""
+        ...
+
+    async def calendars_list(self, tenant: str) -> list[StoredCalendar]:
+        """By name."""
+        ...
+
+    async def calendars_by_key(
+        self, keys: Sequence[tuple[str, str]], conn: Any = None
+    ) -> list[StoredCalendar]:
+        """The calendars of ``keys`` ((tenant, name) pairs) that exist."""
+        ...
+
+    async def calendar_delete(self, tenant: str, name: str) -> None:
+        """Conflict while a job names it (in one transaction with the delete); NotFound."""
+        ...
+
+    async def runs_occurrences(
+        self, job_id: uuid.UUID, since: datetime, until: datetime
+    ) -> set[datetime]:
+        """The instants of the job's scheduled (not triggered) runs in ``since``…``until``
+        (both included): the occurrences a backfill would find taken."""
+        ...
+
+    async def runs_origin_states(
+        self, tenant: str, job_id: uuid.UUID, origin: str
+    ) -> dict[str, int]:
+        """How many of the job's runs of ``origin`` (``backfill``) are in each state."""
+        ...
+
     # long runs and exactly-once delivery
     async def run_progress_set(self, params: RunProgressParams) -> bool:
         """False when the attempt is stale (the run is no longer running with its token)."""
@@ -985,6 +1173,20 @@ class Store(Protocol):
 
     async def history_prune(self, params: HistoryPruneParams) -> int:
         """Returns how many runs were deleted (0 when not the leader)."""
+        ...
+
+    async def audit_list(self, params: AuditListParams) -> Page[AuditRecord]:
+        """A page of a tenant's audit trail, newest first (docs/decisions/0021)."""
+        ...
+
+    async def audit_record(self, entry: AuditEntry) -> None:
+        """Record ``entry`` in a transaction of its own (a call whose change spans committed
+        transactions). Every other record is written by the change's own transaction, from
+        the call's pending entry (``duetime._audit``)."""
+        ...
+
+    async def audit_prune(self, params: AuditPruneParams) -> int:
+        """Delete old audit records (retention); how many (0 when not the leader)."""
         ...
 
     async def attempts_partitions(self, params: AttemptPartitionsParams) -> AttemptPartitionsChange:
@@ -1032,6 +1234,29 @@ class Store(Protocol):
     async def tenant_secret(self, tenant: str) -> str:
         """The tenant's webhook signing secret; the tenant's row (with a random secret) is
         created on first use. Safe to call concurrently: every caller gets the same secret."""
+        ...
+
+    async def tenant_signing_secrets(self, tenant: str, now: datetime | None = None) -> list[str]:
+        """The secrets a tenant's webhooks are signed with: the current one first, then the
+        previous one while a rotation's overlap window lasts (creating the tenant's row)."""
+        ...
+
+    async def tenant_secret_rotate(
+        self, tenant: str, overlap: timedelta, now: datetime | None = None
+    ) -> SecretRotation:
+        """Give the tenant a new random signing secret; the current one stays valid (signed
+        with too) until now + ``overlap``. A rotation during an overlap drops the oldest."""
+        ...
+
+    async def breakers_report(
+        self, worker_id: str, breakers: Sequence[BreakerState], now: datetime | None = None
+    ) -> None:
+        """Replace the breakers worker ``worker_id`` reports (its breakers that are not
+        closed; none: all closed); rows of workers no longer registered are removed."""
+        ...
+
+    async def breakers_list(self) -> list[BreakerState]:
+        """Every reported breaker of a registered installation worker, oldest opened first."""
         ...
 
     async def tenant_limits_set(self, params: TenantLimitsSetParams) -> TenantLimits:

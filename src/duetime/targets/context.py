@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from duetime import _json
 from duetime.errors import UsageError, ValidationError
+from duetime.workflows.types import StepInputs
 
 CHECKPOINT_LIMIT = 64 * 1024
 """Largest checkpoint, in bytes of JSON."""
@@ -67,6 +68,14 @@ class RunContext:
     payload: Any
     last_checkpoint: Any = None
     hooks: RunHooks | None = field(default=None, repr=False, compare=False)
+    workflow: StepInputs | None = None
+    """For a workflow step's run: its instance, step, map index, the instance's input and
+    its parents' results (``ctx.workflow.parents["extract"]``); None for a job's run."""
+
+    @property
+    def parents(self) -> dict[str, Any]:
+        """A step's parents' results by step name (empty for a job's run)."""
+        return {} if self.workflow is None else self.workflow.parents
 
     @property
     def idempotency_key(self) -> str:

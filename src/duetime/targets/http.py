@@ -39,22 +39,26 @@ import ipaddress
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from duetime import _json
+from duetime import _json, _tracing
+from duetime._types import HTTP_TASK
 from duetime.errors import Permanent, RetryLater, ValidationError
 from duetime.targets.context import RunContext
+from duetime.targets.secrets import (
+    is_secret_ref,
+    redact_exception,
+    resolve_secrets,
+    validate_secret_ref,
+)
 
 if TYPE_CHECKING:
     import aiohttp
-
-HTTP_TASK = "duetime.http"
-"""The built-in task name every HTTP-target job runs under (every worker serves it)."""
 
 METHODS = ("POST", "PUT", "PATCH", "GET", "DELETE")
 DEFAULT_METHOD = "POST"
@@ -113,7 +117,11 @@ def validate_target(target: object) -> dict[str, Any]:
         raise ValidationError("target", 'must be an object such as {"type": "http", "url": …}')
     kind = target.get("type")
     if kind != "http":
-        raise ValidationError("target.type", f"unknown target type {kind!r} (known: 'http')")
+        raise ValidationError(
+            "target.type",
+            f"unknown target type {kind!r} (known: 'http', 'command', 'workflow', 'redis', "
+            "'rabbitmq', 'nats')",
+        )
     unknown = sorted(str(k) for k in target if k not in _ALLOWED_KEYS)
     if unknown:
         raise ValidationError(
@@ -258,7 +266,7 @@ def _non_ascii_reason(url: str, host: str) -> str:
     )
 
 
-def _validate_headers(headers: object) -> dict[str, str]:
+def _validate_headers(headers: object) -> dict[str, Any]:
     if headers is None:
         return {}
     if not isinstance(headers, dict):
@@ -277,8 +285,13 @@ def _validate_headers(headers: object) -> dict[str, str]:
         if lower in seen:
             raise ValidationError("target.headers", f"{name!r} is given twice")
         seen.add(lower)
+        if is_secret_ref(value):  # resolved by the worker at send time (targets/secrets.py)
+            validate_secret_ref(f"target.headers.{name}", value)
+            continue
         if not isinstance(value, str):
-            raise ValidationError("target.headers", f"the value of {name!r} must be a string")
+            raise ValidationError(
+                "target.headers", f'the value of {name!r} must be a string or {{"secret": NAME}}'
+            )
         if len(value) > 8192 or any(c in value for c in "\r\n\0"):
             raise ValidationError(
                 "target.headers",
@@ -525,7 +538,22 @@ def _user_agent() -> str:
         return "duetime"
 
 
-SecretLookup = Callable[[str], Awaitable[str]]
+SecretLookup = Callable[[str], Awaitable[str | Sequence[str]]]
+"""A tenant's signing secret, or its secrets (the current first, then one still in a rotation's
+overlap window)."""
+
+SECRET_CACHE_TTL = 10.0
+"""Seconds a worker keeps a tenant's signing secrets before reading them again: a rotation
+reaches every worker within this (its overlap window must be longer: at least a minute)."""
+
+
+def sign_all(secrets: str | Sequence[str], timestamp: int, body: bytes) -> str:
+    """The ``Duetime-Signature`` value for one or several secrets: ``v1=<hex>`` per secret,
+    comma-separated, the current secret's first (docs/webhooks.md, "Rotating the signing
+    secret")."""
+    if isinstance(secrets, str):
+        return sign(secrets, timestamp, body)
+    return ",".join(sign(secret, timestamp, body) for secret in secrets)
 
 
 class HttpExecutor:
@@ -548,7 +576,8 @@ class HttpExecutor:
         self.limit = max(concurrency, 1)
         self.resolver = resolver
         self._session: aiohttp.ClientSession | None = None
-        self._secrets: dict[str, str] = {}
+        self._secrets: dict[str, tuple[float, str | Sequence[str]]] = {}
+        """Tenant → (when read, ``time.monotonic``; its signing secrets)."""
         self._user_agent = _user_agent()
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -573,18 +602,19 @@ class HttpExecutor:
             await self._session.close()
         self._session = None
 
-    async def _secret(self, tenant: str) -> str:
-        secret = self._secrets.get(tenant)
-        if secret is None:
-            secret = await self.secret_for(tenant)
-            self._secrets[tenant] = secret
-        return secret
+    async def _secret(self, tenant: str) -> str | Sequence[str]:
+        now = time.monotonic()
+        cached = self._secrets.get(tenant)
+        if cached is not None and now - cached[0] < SECRET_CACHE_TTL:
+            return cached[1]
+        secrets = await self.secret_for(tenant)
+        self._secrets[tenant] = (now, secrets)
+        return secrets
 
     async def execute(self, ctx: RunContext, target: dict[str, Any]) -> None:
         """Send one attempt of a run. Returns on 2xx; raises WebhookFailed, WebhookTimeout or
-        WebhookRetryLater (retryable), WebhookRejected or HostRefused (permanent)."""
-        import aiohttp
-
+        WebhookRetryLater (retryable), WebhookRejected or HostRefused (permanent). Secret
+        references in its headers are resolved now; their values never appear in errors."""
         try:
             target = validate_target(target)
         except ValidationError as exc:
@@ -601,7 +631,11 @@ class HttpExecutor:
 
         body = _json.dumps(ctx.payload).encode()
         timestamp = int(time.time())
-        headers = dict(target.get("headers") or {})
+        resolved = resolve_secrets(dict(target.get("headers") or {}))  # never stored resolved
+        headers = dict(resolved.value)
+        for name, value in headers.items():
+            if any(c in value for c in "\r\n\0"):
+                raise WebhookRejected(f"the secret of header {name!r} holds a line break or NUL")
         headers.update(
             {
                 "Content-Type": "application/json",
@@ -611,9 +645,23 @@ class HttpExecutor:
                 "Duetime-Scheduled-For": _instant(ctx.scheduled_for),
                 "Duetime-Attempt": str(ctx.attempt),
                 "Duetime-Timestamp": str(timestamp),
-                "Duetime-Signature": sign(await self._secret(ctx.tenant), timestamp, body),
+                "Duetime-Signature": sign_all(await self._secret(ctx.tenant), timestamp, body),
             }
         )
+        if (parent := _tracing.traceparent()) is not None:  # W3C trace context, tracing on
+            headers["traceparent"] = parent
+        try:
+            await self._send(method, url, body, headers, timeout)
+        except BaseException as exc:  # a response may echo a header back: no secret in errors
+            redact_exception(exc, resolved.secrets)
+            raise
+
+    async def _send(
+        self, method: str, url: str, body: bytes, headers: dict[str, str], timeout: float
+    ) -> None:
+        import aiohttp
+
+        where = _where(method, url)
         session = self._get_session()
         try:
             async with session.request(
@@ -708,5 +756,6 @@ __all__ = [
     "WebhookTimeout",
     "retry_after_seconds",
     "sign",
+    "sign_all",
     "validate_target",
 ]

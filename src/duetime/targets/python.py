@@ -17,6 +17,7 @@ from typing import Any
 from duetime.errors import Permanent, ValidationError
 from duetime.targets.context import RunContext
 from duetime.targets.http import HTTP_TASK
+from duetime.workflows.definition import WORKFLOW_TASK
 
 TaskFunc = Callable[..., Any]
 
@@ -153,10 +154,16 @@ async def _http(ctx: RunContext, payload: Any) -> None:
     raise Permanent("duetime.http runs need an HTTP target; this run has none")
 
 
+async def _workflow(ctx: RunContext, payload: Any) -> None:
+    """A workflow job's run: succeeding is its whole work — the store starts the workflow's
+    instance in the transaction that records it (store/_sql_workflows.py)."""
+
+
 BUILTIN_TASKS: tuple[TaskDef, ...] = (
     TaskDef.of("duetime.noop", _noop),
     TaskDef.of("duetime.sleep", _sleep),
     TaskDef.of("duetime.fail", _fail),
     TaskDef.of(HTTP_TASK, _http),
+    TaskDef.of(WORKFLOW_TASK, _workflow),
 )
 BUILTIN_NAMES = frozenset(t.name for t in BUILTIN_TASKS)

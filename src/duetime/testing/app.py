@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from duetime._clock import FrozenClock
 from duetime._config import Settings
 from duetime.app import App, AsyncApp
-from duetime.store import create_store
+from duetime.store import Pooling, create_store
 from duetime.targets.python import TaskRegistry
 
 
@@ -36,7 +36,12 @@ class FrozenApp(AsyncApp):
         """Open the store on the frozen clock and migrate it (a test database is the test's)."""
         if self._store is not None:
             return self
-        store = create_store(self.settings.database_url, clock=self.clock, create=create)
+        store = create_store(
+            self.settings.database_url,
+            clock=self.clock,
+            create=create,
+            pooling=Pooling.of(self.settings),
+        )
         try:
             await store.open()
             await store.migrate(alive_within=self.settings.worker_stale_after)

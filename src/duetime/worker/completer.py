@@ -17,13 +17,17 @@ from collections import Counter
 from collections.abc import Callable
 
 from duetime import _tracing
-from duetime._aio import wait_or_stop
+from duetime._aio import first_of
 from duetime.store.base import RunCompletion, RunsCompleteParams, Store
 
 log = logging.getLogger("duetime.worker")
 
 CompletionListener = Callable[[RunCompletion, bool], None]
 """Called after each write with the completion and whether it was applied (False = stale)."""
+
+
+REFUSED_TRIES = 3
+"""Tries of a completion the database refuses (not unreachable) before it is dropped."""
 
 
 class Completer:
@@ -43,6 +47,7 @@ class Completer:
         self.after_batch = after_batch
         """Called once a batch was written and its completions handed to ``listener``."""
         self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
+        self._urgent = asyncio.Event()
         self._pending = 0
         self._pending_runs: Counter[uuid.UUID] = Counter()
 
@@ -50,6 +55,9 @@ class Completer:
         self._pending += 1
         self._pending_runs[completion.run_id] += 1
         self._queue.put_nowait(completion)
+        if completion.workflow is not None:
+            # a workflow's next steps start with this write: it does not wait for company
+            self._urgent.set()
 
     def pending_runs(self) -> set[uuid.UUID]:
         """The runs whose outcome is waiting to be written."""
@@ -74,23 +82,53 @@ class Completer:
                 batch = [getter.result()]
             else:
                 batch = [self._queue.get_nowait()]
-            if self.linger > 0 and self._queue.qsize() + 1 < self.batch:
-                await wait_or_stop(stop, self.linger)
+            if batch[0].workflow is not None:
+                self._urgent.set()
+            few = self._queue.qsize() + 1 < self.batch
+            if self.linger > 0 and few and not self._urgent.is_set():
+                await first_of(stop.wait(), self._urgent.wait(), asyncio.sleep(self.linger))
+            self._urgent.clear()
             while len(batch) < self.batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             await self._write(batch)
 
-    async def _write(self, batch: list[RunCompletion]) -> None:
-        delay = 0.05
+    async def _apply(self, batch: list[RunCompletion]) -> list[bool]:
+        """Write ``batch``; the answer per completion. While the database is unreachable it
+        waits and retries. A batch the database refuses for what it holds (a value a column
+        cannot take) is split in halves until the completion at fault is alone; that one is
+        tried :data:`REFUSED_TRIES` times, then dropped (answered False) with an error logged:
+        its run's lease runs out and the reaper decides, instead of every later completion of
+        this worker waiting behind it."""
+        delay, refused = 0.05, 0
         while True:
             try:
                 with _tracing.span("duetime.complete", **{"duetime.runs": len(batch)}):
-                    applied = await self.store.runs_complete(RunsCompleteParams(batch))
-                break
-            except Exception:
-                log.exception("writing %d completions failed; retrying in %.2fs", len(batch), delay)
+                    return await self.store.runs_complete(RunsCompleteParams(batch))
+            except Exception as exc:
+                if isinstance(exc, self.store.transient_errors):
+                    log.warning(
+                        "writing %d completions failed (%s); retrying in %.2fs",
+                        len(batch), exc, delay,
+                    )  # fmt: skip
+                elif len(batch) > 1:
+                    log.exception("writing %d completions failed; splitting it", len(batch))
+                    half = len(batch) // 2
+                    return await self._apply(batch[:half]) + await self._apply(batch[half:])
+                else:
+                    refused += 1
+                    if refused >= REFUSED_TRIES:
+                        log.exception(
+                            "run %s: its outcome cannot be written; dropped (its lease runs "
+                            "out and the reaper decides)",
+                            batch[0].run_id,
+                        )
+                        return [False]
+                    log.exception("writing the outcome of run %s failed", batch[0].run_id)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    async def _write(self, batch: list[RunCompletion]) -> None:
+        applied = await self._apply(batch)
         self._pending -= len(batch)
         self._pending_runs.subtract(c.run_id for c in batch)
         self._pending_runs += Counter()  # drop the zeros

@@ -23,11 +23,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from duetime._config import Settings
+from duetime._outbox import broker_connection
 from duetime._types import AttemptOutcome, Run, RunState, RunTrigger, WorkerInfo
-from duetime.errors import Conflict, NotFound, Permanent, RetryLater
+from duetime.errors import Conflict, NotFound, Permanent, RetryLater, ValidationError
 from duetime.metrics import metrics
 from duetime.store.base import (
     ClaimedRun,
@@ -37,7 +38,10 @@ from duetime.store.base import (
     RunsHeartbeatParams,
     Store,
 )
+from duetime.worker.results import ResultRefused, encode_result
 from duetime.worker.retry import after_failure, after_success, bounded_traceback
+from duetime.worker.run_metrics import step_handoff
+from duetime.workflows.definition import workflow_role
 
 REMOTE_HOST = "remote"
 
@@ -75,6 +79,8 @@ class RemoteOutcome:
     """Seconds before the retry (instead of the job's backoff); counts as an attempt."""
     traceback: str | None = None
     """The failure's traceback as the worker formatted it (kept: its last 16 KiB)."""
+    result: Any = None
+    """A success's return value (JSON): kept with the run, as a local worker keeps it."""
 
 
 class RemoteWorkers:
@@ -95,7 +101,16 @@ class RemoteWorkers:
     ) -> list[ClaimedRun]:
         """Record the worker and its task names, then claim up to ``limit`` due runs of those
         tasks in this tenant, each leased for ``lease_ttl`` seconds (all started at once: a
-        remote worker is never handed a run ahead of its instant)."""
+        remote worker is never handed a run ahead of its instant). A broker task
+        (``duetime.broker:<connection>``) is refused: only a worker holding the connection
+        publishes its messages (docs/brokers.md)."""
+        brokers = [t for t in tasks if broker_connection(t) is not None]
+        if brokers:
+            raise ValidationError(
+                "tasks",
+                f"{brokers[0]!r} is a broker connection: only a worker configured with it "
+                "(DUETIME_BROKERS) serves it",
+            )
         owner = self.owner(worker_id)
         now = await self.store.db_now()
         await self.store.worker_register(
@@ -126,6 +141,9 @@ class RemoteWorkers:
             run = item.run
             due = run.scheduled_for if run.attempt <= 1 else run.available_at
             metrics().started(run.tenant, run.task, due, run.started_at or now)
+            handoff = step_handoff(run, run.started_at or now)
+            if handoff is not None:
+                metrics().steps_handed_off(run.tenant, [handoff])
         return claimed
 
     async def heartbeat(
@@ -253,7 +271,24 @@ class RemoteWorkers:
                 else None
             ),
             completes_job=claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
+            result=self._result(report),
+            workflow=workflow_role(run),  # a step's children start with its end, as locally
         )
+
+    def _result(self, report: RemoteOutcome) -> str | None:
+        """A success's result as JSON text; over the limit (or not JSON) it is refused
+        (ValidationError, 422): the remote worker's report is wrong, not the run."""
+        if report.outcome != "succeeded" or report.result is None:
+            return None
+        try:
+            return encode_result(
+                report.result,
+                limit=self.settings.result_max_bytes,
+                required=True,
+                run=str(report.run_id),
+            )
+        except ResultRefused as exc:
+            raise ValidationError("result", str(exc)) from None
 
     async def _record_stale(self, owner: str, claimed: ClaimedRun, report: RemoteOutcome) -> None:
         """A late outcome of an attempt whose lease was taken over (reaped or cancelled):

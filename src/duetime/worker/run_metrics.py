@@ -1,7 +1,8 @@
 """What a worker tells the metrics (:class:`RunObserver`): starts (fire lag), outcomes
-(attempt outcomes, run ends, durations), runs that did not start, misfire skips. The worker
-calls it at those points; the completion listener it wraps sees every written outcome
-(applied or stale).
+(attempt outcomes, run ends, durations), runs that did not start, misfire skips, workflow
+step hand-offs (a step run's first start − its creation; retries and replays are no hand-off).
+The worker calls it at those points; the completion listener it wraps sees every written
+outcome (applied or stale).
 
 Starts and outcomes are tallied in plain dictionaries on the hot path and handed to
 Prometheus per batch (:meth:`RunObserver.flush`): the worker flushes after every completion
@@ -14,10 +15,11 @@ import time
 import uuid
 from datetime import datetime
 
-from duetime._types import RunState
+from duetime._types import Run, RunState
 from duetime.metrics import Metrics, metrics
 from duetime.store.base import ClaimedRun, RunCompletion
 from duetime.worker.completer import CompletionListener
+from duetime.workflows.definition import workflow_role
 
 ALL = "_all"
 
@@ -27,10 +29,27 @@ _Labels = tuple[str, str]
 _ENDED_STATES = {RunState.SUCCEEDED: "succeeded", RunState.DEAD: "dead"}
 
 
+def step_handoff(run: Run, started_at: datetime) -> float | None:
+    """Seconds from a workflow step run's creation (its parents allowed it) to its first
+    start; None for a run that is no step's, a retry or a replay."""
+    if run.attempt > 1 or run.replays or workflow_role(run) != "step":
+        return None
+    return (started_at - run.created_at).total_seconds()
+
+
 class RunObserver:
     """Per-run bookkeeping for the worker's metrics; not thread-safe (the worker's loop)."""
 
-    __slots__ = ("_ended", "_finished", "_labels", "_outcomes", "_started", "_starts", "metrics")
+    __slots__ = (
+        "_ended",
+        "_finished",
+        "_handoffs",
+        "_labels",
+        "_outcomes",
+        "_started",
+        "_starts",
+        "metrics",
+    )
 
     def __init__(self, registry: Metrics | None = None) -> None:
         self.metrics = registry or metrics()
@@ -45,6 +64,9 @@ class RunObserver:
         self._ended: dict[tuple[str, str, str, str | None], int] = {}
         """Runs ended (succeeded or dead) and not yet flushed, by (tenant, task, state,
         reason)."""
+        self._handoffs: dict[str, list[float]] = {}
+        """Workflow step hand-offs (a step run's first start − its creation, which is when
+        its parents allowed it) not yet flushed, by tenant."""
 
     def claimed(self, claimed: ClaimedRun) -> None:
         run = claimed.run
@@ -62,6 +84,9 @@ class RunObserver:
             self._starts[labels] = [lag]
         else:
             lags.append(lag)
+        handoff = step_handoff(run, started_at or run.available_at)
+        if handoff is not None:
+            self._handoffs.setdefault(run.tenant, []).append(handoff)
 
     def finished(self, run_id: uuid.UUID) -> None:
         """The attempt's outcome is known (its duration ends here)."""
@@ -97,6 +122,7 @@ class RunObserver:
         starts, self._starts = self._starts, {}
         outcomes, self._outcomes = self._outcomes, {}
         ended, self._ended = self._ended, {}
+        handoffs, self._handoffs = self._handoffs, {}
         for (tenant, task), lags in starts.items():
             self.metrics.started_many(tenant, task, lags)
         for (tenant, task, outcome), durations in outcomes.items():
@@ -104,6 +130,8 @@ class RunObserver:
             self.metrics.attempts_ended(tenant, task, outcome, len(durations), measured)
         for (tenant, task, state, reason), count in ended.items():
             self.metrics.runs_ended(tenant, task, state, reason, count)
+        for tenant, latencies in handoffs.items():
+            self.metrics.steps_handed_off(tenant, latencies)
 
     def listener(self, then: CompletionListener | None) -> CompletionListener:
         """A completion listener that records the outcome, then calls ``then``."""

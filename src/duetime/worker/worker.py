@@ -44,8 +44,10 @@ from duetime._aio import first_of, uncancellable
 from duetime._clock import Clock, SystemClock, offset_to
 from duetime._config import Settings
 from duetime._logs import bind_run, run_fields, set_run
+from duetime._outbox import OutboxMessage, broker_task
 from duetime._testsignals import Signal
 from duetime._types import AttemptOutcome, DeliveryMode, RunState, RunTrigger, WorkerInfo
+from duetime.metrics import metrics
 from duetime.store.base import (
     ClaimedRun,
     RunCompletion,
@@ -54,15 +56,23 @@ from duetime.store.base import (
     RunsMisfireParams,
     Store,
 )
+from duetime.targets.breaker import STATE_VALUES, Breakers, Ticket, breaker_key
+from duetime.targets.brokers.config import parse_brokers
+from duetime.targets.brokers.message import build_message
+from duetime.targets.brokers.validate import is_broker_target
+from duetime.targets.command import CommandExecutor, load_commands
 from duetime.targets.context import RunContext
 from duetime.targets.http import HostPolicy, HttpExecutor
 from duetime.targets.python import TaskRegistry, TaskThread, start
 from duetime.worker.claim_ahead import HELD_WAIT_LIMIT, ClaimAhead, held_too_long
 from duetime.worker.completer import Completer, CompletionListener
+from duetime.worker.relay import Relay
+from duetime.worker.results import encode_result
 from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
 from duetime.worker.run_session import RunSession
 from duetime.worker.starter import Starter, Stopped, retrying
+from duetime.workflows.definition import workflow_role
 
 log = logging.getLogger("duetime.worker")
 
@@ -113,6 +123,10 @@ class _InFlight:
     done: bool = field(default=False)
     session: RunSession | None = None
     """The attempt's side of ``ctx`` (progress, checkpoints, cancel flag, transaction)."""
+    result: str | None = None
+    """The handler's return value as JSON text (kept with the run when it succeeds)."""
+    outbox: OutboxMessage | None = None
+    """A broker run's message (written with its completion)."""
 
 
 @dataclass(slots=True)
@@ -173,6 +187,17 @@ class Worker:
         unknown = [t for t in self.tasks if t not in registry]
         if unknown:
             raise ValueError(f"worker asked to serve unregistered tasks: {unknown}")
+        self.commands = CommandExecutor(load_commands(settings.commands))
+        self.tasks += [t for t in self.commands.task_names() if t not in self.tasks]
+        self.breakers = Breakers(  # per process; reported with the heartbeat (decision 0027)
+            threshold=settings.breaker_threshold,
+            cooldown=settings.breaker_cooldown,
+            on_change=lambda key, state: metrics().breaker_changed(key, STATE_VALUES[state]),
+        )
+        self._breakers_reported = 0
+        self.brokers = parse_brokers(settings.brokers)  # broker targets (docs/brokers.md)
+        self.tasks += [t for t in map(broker_task, self.brokers) if t not in self.tasks]
+        self.relay = Relay(store, self.brokers) if self.brokers else None
         self.id = worker_id or new_worker_id()
         self.clock = clock or SystemClock()
         self.on_start = on_start
@@ -222,7 +247,7 @@ class Worker:
             max_workers=settings.worker_concurrency, thread_name_prefix="duetime-task"
         )
         self.http = HttpExecutor(  # runs with an HTTP target; one connection pool per worker
-            secret_for=store.tenant_secret,
+            secret_for=store.tenant_signing_secrets,  # two during a rotation
             policy=HostPolicy.parse(settings.http_allow_hosts),
             concurrency=settings.worker_concurrency,
         )
@@ -248,6 +273,9 @@ class Worker:
             asyncio.create_task(self._heartbeat(stop), name="duetime-heartbeat"),
             asyncio.create_task(self._watch_cancels(stop), name="duetime-cancels"),
         ]
+        relay = []  # not cancelled at a stop: its pass ends (its claims published and marked)
+        if self.relay is not None:
+            relay.append(asyncio.create_task(self.relay.run(stop), name="duetime-relay"))
         starter = asyncio.create_task(self.starter.run(starter_stop), name="duetime-starter")
         completer = asyncio.create_task(
             self.completer.run(completer_stop), name="duetime-completer"
@@ -255,7 +283,7 @@ class Worker:
         stopper = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait(
-                [*loops, starter, completer, stopper], return_when=asyncio.FIRST_COMPLETED
+                [*loops, *relay, starter, completer, stopper], return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
                 if task is not stopper and task.exception() is not None:
@@ -274,6 +302,8 @@ class Worker:
             completer_stop.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(completer, self.settings.shutdown_grace)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*relay), self.settings.shutdown_grace)
             with contextlib.suppress(Exception):
                 await self.store.worker_unregister(self.id)
             self._stop_runners()
@@ -472,6 +502,8 @@ class Worker:
         def heard(completion: RunCompletion, applied: bool) -> None:
             if applied and completion.reason == "replaced":
                 self._replaced_ended.set()
+            if applied and completion.outbox is not None and self.relay is not None:
+                self.relay.wake()
             if then is not None:
                 then(completion, applied)
 
@@ -694,6 +726,14 @@ class Worker:
         claimed = item.claimed
         run = claimed.run
         task = self.registry.get(run.task)
+        role = workflow_role(run)
+        key = breaker_key(run.target) if role != "start" else None
+        ticket = self.breakers.admit(key) if key is not None else None
+        if ticket is not None and ticket.wait is not None:  # not started: not in the metrics
+            return self._circuit_open(ticket)
+        inputs = None
+        if role == "step":  # its parents' results (none if its instance is gone)
+            inputs = await self.store.workflow_step_inputs(run.id)
         # the run's fields by keyword: the same shape as other such calls, not repeated logic
         ctx = RunContext(
             run_id=run.id,
@@ -709,32 +749,51 @@ class Worker:
             payload=run.payload,
             last_checkpoint=run.checkpoint,
             hooks=item.session,
+            workflow=inputs,
         )
         self.observer.started(claimed, item.started_at)
         if self.on_start is not None:
             self.on_start(claimed)
-        if task is None:  # pragma: no cover - claims only ask for registered tasks
+        if run.target is not None and is_broker_target(run.target):
+            # its effect is its message, committed with its completion (the outbox)
+            item.outbox = build_message(ctx, run.target)
+            self._tally.succeeded += 1
+            return after_success()
+        call: Awaitable[Any]
+        if run.target is not None and run.target.get("type") == "command":
+            call = self.commands.execute(ctx, run.target)
+        elif run.target is not None and role != "start":  # a workflow's start has no request
+            call = self.http.execute(ctx, run.target)
+        elif task is not None:  # a sync task's thread is kept: a replaced run waits for it
+            call, item.thread = start(task, ctx, self._executor)
+        else:  # pragma: no cover - claims only ask for registered tasks
             return self._failed(
                 item,
                 LookupError(f"task {run.task!r} is not registered here"),
                 AttemptOutcome.FAILED,
             )
-        call: Awaitable[Any]
-        if run.target is not None:
-            call = self.http.execute(ctx, run.target)
-        else:  # a sync task's thread is kept: a replaced run waits for it to return
-            call, item.thread = start(task, ctx, self._executor)
+        if ticket is not None:
+            call = self.breakers.guard(ticket, call)
         try:
             if claimed.timeout is not None:
-                await asyncio.wait_for(call, claimed.timeout)
+                value = await asyncio.wait_for(call, claimed.timeout)
             else:
-                await call
+                value = await call
+            if value is not None:
+                item.result = encode_result(
+                    value,
+                    limit=self.settings.result_max_bytes,
+                    required=role == "step",
+                    run=str(run.id),
+                )
         except TimeoutError as exc:
             if item.session is not None:  # a sync task's thread keeps running: tell it to stop
                 item.session.signal_cancel()
             message = str(exc) or f"timed out after {claimed.timeout}s"
             timeout = TimeoutError(message)
             timeout.__cause__ = exc.__cause__  # its traceback: where the task was stopped
+            for note in getattr(exc, "__notes__", ()):  # a command's output tails
+                timeout.add_note(note)
             return self._failed(item, timeout, AttemptOutcome.TIMED_OUT)
         except Exception as exc:
             return self._failed(item, exc, AttemptOutcome.FAILED)
@@ -748,6 +807,19 @@ class Worker:
                 run.attempt,
             )
         return after_success()
+
+    def _circuit_open(self, ticket: Ticket) -> Decision:
+        """The run's target breaker is open: back to ``scheduled`` when it half-opens, its
+        attempt refunded (:meth:`_completion`): waiting burns no attempt."""
+        wait = ticket.wait or 0.0
+        return Decision(
+            AttemptOutcome.CANCELLED,
+            RunState.SCHEDULED,
+            self._db_now() + timedelta(seconds=wait * (1 + 0.1 * self._rng.random())),
+            "circuit_open",
+            "duetime.CircuitOpen",
+            f"circuit breaker {ticket.key} is open; retried in {wait:.1f}s (no attempt used)",
+        )
 
     def _failed(self, item: _InFlight, exc: BaseException, outcome: AttemptOutcome) -> Decision:
         """What becomes of the run after its attempt failed or timed out: its retry policy
@@ -937,7 +1009,10 @@ class Worker:
             error_message=decision.error_message,
             traceback=decision.traceback,
             completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
-            refund_attempt=item.started_here is None,
+            refund_attempt=item.started_here is None or decision.reason == "circuit_open",
+            result=item.result if decision.next_state is RunState.SUCCEEDED else None,
+            workflow=workflow_role(run),
+            outbox=item.outbox if decision.next_state is RunState.SUCCEEDED else None,
         )
 
     # --- heartbeat ------------------------------------------------------------------------
@@ -953,6 +1028,7 @@ class Worker:
             self.log_summary()
             try:
                 await self.heartbeat_once()
+                await self.report_breakers()
                 delay = interval
             except Exception as exc:
                 # retry sooner than the interval, so a short outage does not cost the leases
@@ -961,6 +1037,15 @@ class Worker:
                     log.warning("heartbeat failed (database unreachable? %s); retrying", exc)
                 else:
                     log.exception("heartbeat failed; leases may lapse if this persists")
+
+    async def report_breakers(self) -> None:
+        """Write this worker's breakers that are not closed, if any changed since the last
+        report (the API, the dashboard and the ``breaker_open`` alert read them)."""
+        version = self.breakers.version
+        if version == self._breakers_reported:
+            return
+        await self.store.breakers_report(self.id, self.breakers.snapshot(self.id))
+        self._breakers_reported = version
 
     async def heartbeat_once(self) -> None:
         """Extend the leases of runs in flight; cancel locally those whose lease was lost."""

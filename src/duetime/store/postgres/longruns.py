@@ -2,6 +2,8 @@
 
 An exactly-once attempt gets its own connection (outside the pool, so a long handler holding a
 transaction never starves the worker's claims and heartbeats) with a transaction open on it.
+Through PgBouncer's transaction pooling that transaction holds one server connection for the
+attempt's whole length (docs/howto/pgbouncer.md).
 The handler writes through savepoints (:meth:`PostgresExactlyOnceTx.block`); the worker then
 writes the attempt's fenced completion — the same ``runs_complete`` statement as the batched
 path — on that connection and commits. If the fenced write matches nothing, the attempt is
@@ -25,6 +27,7 @@ from duetime.store.base import (
     RunCompletion,
     RunsCompleteParams,
 )
+from duetime.store.postgres.pooling import Pooling
 
 log = logging.getLogger("duetime.store")
 
@@ -54,6 +57,7 @@ def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, str]:
                     "outcome": c.outcome,
                     "completes_job": c.completes_job,
                     "refund_attempt": c.refund_attempt,
+                    "result": c.result,
                 }
                 for c in cs
             ]
@@ -65,6 +69,7 @@ class _Host(Protocol):
     """What the mixin needs from :class:`~duetime.store.postgres.store.PostgresStore`."""
 
     url: str
+    pooling: Pooling
 
     def _read(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
     async def _all(
@@ -80,8 +85,14 @@ class PostgresLongRuns:
     :class:`~duetime.store._sql.SQLStore`'s)."""
 
     async def exactly_once_begin(self: _Host) -> PostgresExactlyOnceTx:
-        conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
+        conn = await self.pooling.connection_class().connect(
+            self.url,
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=CONNECT_TIMEOUT,
+            # through transaction pooling a statement prepared here would outlive the attempt
+            # on the server session PgBouncer hands to the next client
+            **self.pooling.connection_kwargs(),
         )
         try:
             await conn.execute("BEGIN")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 import weakref
@@ -35,11 +36,13 @@ from duetime.errors import ConnectError, NodesStillRunning, SchemaError
 from duetime.policies.overlap import StartCandidate, plan_starts
 from duetime.store._rows import NativeCodec
 from duetime.store._sql import ClaimSteps, SQLStore
+from duetime.store._sql_lifecycle import bulk_cap_check
 from duetime.store._values import completion_answers, unique_completions
 from duetime.store.base import (
     ApiKeyRevokeParams,
     BulkJob,
     JobsInsertManyParams,
+    RunCompletion,
     RunsCompleteParams,
     RunsStartParams,
 )
@@ -49,9 +52,11 @@ from duetime.store.postgres._socket import has_unread_input
 from duetime.store.postgres.key_news import KeyNews
 from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
 from duetime.store.postgres.partitions import PostgresAttemptPartitions
+from duetime.store.postgres.pooling import Pooling
 from duetime.store.sqlfile import Migration, load_queries
 
 _C = NativeCodec()
+log = logging.getLogger("duetime.store")
 _Q = load_queries("postgres")
 _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
 _CONNECT_TIMEOUT = 5  # seconds for the first connection of open()
@@ -107,10 +112,16 @@ async def _configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     per tenant group) passes jit_above_cost and compiling it takes seconds for a query that runs
     in milliseconds (docs/decisions/0005-priority-aging-at-claim-time.md). json/jsonb columns
     (payloads, checkpoints) are decoded with orjson, the library duetime encodes them with."""
+    await conn.execute("SET jit = off")
+    await _configure_pooled(conn)
+
+
+async def _configure_pooled(conn: psycopg.AsyncConnection[Any]) -> None:
+    """A connection through PgBouncer's transaction pooling: no session setting but the time
+    zone, which PgBouncer tracks per client (``jit``: the role's, see :meth:`_check_jit`)."""
     set_json_loads(_json.loads, conn)
     # UTC sessions: timestamps arrive in UTC already (nothing in duetime's SQL depends on the
     # session's zone; this only spares converting every instant read)
-    await conn.execute("SET jit = off")
     await conn.execute("SET TimeZone = 'UTC'")
 
 
@@ -118,6 +129,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     dialect = "postgres"
     codec = _C
     notifies_in_statement = True
+    audits_in_statement = True
     transient_errors: tuple[type[BaseException], ...] = (
         psycopg.OperationalError,
         psycopg.InterfaceError,
@@ -125,14 +137,19 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         OSError,
     )
 
-    def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, clock: Clock | None = None, pooling: Pooling | None = None
+    ) -> None:
         self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self.clock = clock
-        self._pool_size = pool_size
+        self.pooling = pooling or Pooling()
+        self._pool_size = self.pooling.pool_size
         self._pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task[None] | None = None
         self._runs_event = asyncio.Event()
-        self.key_news = KeyNews(self.url)
+        self._listen_url = self.pooling.listen_target(self.url)
+        """Where notifications are heard; None: nowhere (transaction pooling), poll."""
+        self.key_news = KeyNews(self._listen_url or self.url)
         self._last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
@@ -168,23 +185,32 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         :class:`~duetime.errors.ConnectError`), then open the pool."""
         if self._pool is not None:
             return
+        extra = self.pooling.connection_kwargs()
+        connection_class = self.pooling.connection_class()
         try:
-            first = await psycopg.AsyncConnection.connect(
-                self.url, connect_timeout=_CONNECT_TIMEOUT
+            first = await connection_class.connect(
+                self.url, connect_timeout=_CONNECT_TIMEOUT, **extra
             )
         except (psycopg.Error, OSError) as exc:
             raise connect_failure(self.url, exc) from exc
-        await first.close()
+        try:
+            if self.pooling.transaction_pooling:
+                await _check_jit(first)
+        finally:
+            await first.close()
         pool = AsyncConnectionPool(
             self.url,
+            connection_class=connection_class,
             min_size=1,
             max_size=self._pool_size,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row, **extra},
             reconnect_timeout=60,
             # a connection broken by a server restart is replaced before use, not failed on
             check=self._check_connection,
-            configure=_configure_connection,
+            configure=(
+                _configure_pooled if self.pooling.transaction_pooling else _configure_connection
+            ),
         )
         try:
             await pool.open(wait=True, timeout=30)
@@ -197,6 +223,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             await pool.close()
             raise
         self._pool = pool
+        described = self.pooling.describe(self.url)
+        if described is not None:
+            log.info("%s", described)
 
     async def close(self) -> None:
         await self.key_news.close()
@@ -331,14 +360,20 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         return await super().wait_for_cancels(epoch, timeout)
 
     def _ensure_listener(self) -> None:
+        """Start listening, unless there is nowhere to (transaction pooling without a listen
+        URL): then nothing is heard and callers wait out their timeout — they poll."""
+        if self._listen_url is None:
+            return
         if self._listener is None or self._listener.done():
-            self._listener = asyncio.create_task(self._listen(), name="duetime-listen")
+            self._listener = asyncio.create_task(
+                self._listen(self._listen_url), name="duetime-listen"
+            )
 
-    async def _listen(self) -> None:
+    async def _listen(self, url: str) -> None:
         backoff = 0.1
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
                 async with conn:
                     await conn.execute("LISTEN duetime_runs")
                     await conn.execute(f"LISTEN {CANCELS}")
@@ -362,13 +397,20 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             self.cancel_news.heard(None)
 
     def api_keys_epoch(self) -> int | None:
-        return self.key_news.epoch()
+        # nothing heard without a listening connection: every key is read again
+        return None if self._listen_url is None else self.key_news.epoch()
 
     async def api_key_revoke(self, params: ApiKeyRevokeParams) -> ApiKey:
         try:
             return await super().api_key_revoke(params)
         finally:  # after the commit (or a failure that may follow one): cached keys are stale
             self.key_news.changed()
+
+    async def enlist(self, connection: object) -> Any:
+        """This store's statements in the caller's transaction (``enlisted.py``)."""
+        from duetime.store.postgres.enlisted import EnlistedStore  # a subclass of this one
+
+        return await EnlistedStore.of(self, connection)
 
     # --- schema ---------------------------------------------------------------------------
 
@@ -414,12 +456,14 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         if params.expect_new:
             try:
                 async with self._tx() as conn:
+                    await bulk_cap_check(self, conn, params.jobs)
                     now = await self._now(conn, params.now)
                     await self._copy_jobs(conn, "jobs", params.jobs, now)
                 return len(params.jobs)
             except psycopg.errors.UniqueViolation:
                 pass  # a name exists after all: the staging path below leaves it alone
         async with self._tx() as conn:
+            await bulk_cap_check(self, conn, params.jobs)
             now = await self._now(conn, params.now)
             await conn.execute(_Q["jobs_bulk_stage"])
             await self._copy_jobs(conn, "duetime_jobs_in", params.jobs, now)
@@ -543,19 +587,70 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         if not params.completions:
             return []
         cs, first = unique_completions(params.completions)
+        if any(c.workflow is not None or c.outbox is not None for c in cs):
+            return await self._runs_complete_planned(params, cs, first)
+        applied: set[tuple[uuid.UUID, int]] = set()
         async with self._read() as conn:
-            rows = await self._all(
-                conn,
-                "runs_complete",
-                tenant=params.tenant,
-                now=self._fixed_now(params.now),
-                **completion_columns(cs),
-            )
-        applied = {(r["run_id"], r["token"]) for r in rows}
+            for chunk in result_chunks(cs):
+                rows = await self._all(
+                    conn,
+                    "runs_complete",
+                    tenant=params.tenant,
+                    now=self._fixed_now(params.now),
+                    **completion_columns(chunk),
+                )
+                applied.update((r["run_id"], r["token"]) for r in rows)
+        return completion_answers(params.completions, first, applied)
+
+    async def _runs_complete_planned(
+        self,
+        params: RunsCompleteParams,
+        cs: list[RunCompletion],
+        first: dict[tuple[uuid.UUID, int], int],
+    ) -> list[bool]:
+        """A batch with workflow or broker runs: the same statement, then the workflow engine's
+        plan of the runs it ended and the broker runs' outbox rows, in one transaction (a
+        step's children, a broker run's message, exist exactly when its end does:
+        docs/decisions/0020, 0026)."""
+        applied: set[tuple[uuid.UUID, int]] = set()
+        async with self._tx() as conn:
+            now = await self._now(conn, params.now)
+            for chunk in result_chunks(cs):
+                rows = await self._all(
+                    conn,
+                    "runs_complete",
+                    tenant=params.tenant,
+                    now=now,
+                    **completion_columns(chunk),
+                )
+                applied.update((r["run_id"], r["token"]) for r in rows)
+            ended = [c for c in cs if (c.run_id, c.token) in applied]
+            await self._workflows_advance(conn, ended, now)
+            await self._outbox_insert(conn, ended, now)
         return completion_answers(params.completions, first, applied)
 
 
 """A node whose heartbeat is younger than this counts as running (its heartbeat is every 10 s)."""
+
+
+RESULT_CHUNK_BYTES = 64 * 1024 * 1024
+"""Results one ``runs_complete`` statement carries at most: its batch is one JSON value, and
+PostgreSQL's jsonb holds at most 256 MiB (a batch of big results takes several statements)."""
+
+
+def result_chunks(cs: list[RunCompletion]) -> list[list[RunCompletion]]:
+    """``cs`` in order, cut where the results carried would pass :data:`RESULT_CHUNK_BYTES`
+    (one chunk, the batch itself, in the common case of small or no results)."""
+    chunks: list[list[RunCompletion]] = [[]]
+    carried = 0
+    for c in cs:
+        size = len(c.result) if c.result is not None else 0
+        if chunks[-1] and carried + size > RESULT_CHUNK_BYTES:
+            chunks.append([])
+            carried = 0
+        chunks[-1].append(c)
+        carried += size
+    return chunks
 
 
 MIN_SERVER_VERSION = 150000
@@ -568,6 +663,19 @@ async def _require_server_version(conn: psycopg.AsyncConnection[Any]) -> None:
     problem = server_version_problem(conn.info.server_version)
     if problem is not None:
         raise SchemaError(problem)
+
+
+async def _check_jit(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Through transaction pooling ``SET jit = off`` would hold for one transaction at best:
+    the role (or database) must turn it off; warn when it has not (``_configure_connection``
+    says why it matters)."""
+    cursor = await conn.execute("SELECT current_setting('jit') AS jit")
+    row = await cursor.fetchone()
+    if row is not None and row[0] == "on":
+        log.warning(
+            "jit is on for this role: turn it off for duetime's role (ALTER ROLE … SET jit = "
+            "off; docs/howto/pgbouncer.md) — under load the fair claim can take seconds to compile"
+        )
 
 
 def server_version_problem(version: int) -> str | None:

@@ -29,6 +29,7 @@ from duetime._types import Run
 from duetime.errors import ConnectError, UnsupportedFeature
 from duetime.store._rows import SQLiteCodec, to_micros
 from duetime.store._sql import ClaimSteps, SQLStore
+from duetime.store._sql_lifecycle import bulk_cap_check
 from duetime.store._values import completion_answers, job_values, unique_completions
 from duetime.store.base import (
     JobsInsertManyParams,
@@ -196,6 +197,11 @@ class SQLiteStore(SQLStore):
         await cursor.close()
         return list(rows)
 
+    async def _audit_insert(self, conn: aiosqlite.Connection, values: dict[str, Any]) -> None:
+        # one trip to the connection's thread (execute, then close, are two): the audit record
+        # follows every trigger (docs/decisions/0021)
+        await conn.execute_fetchall(_Q["audit_insert"], _params(values))
+
     async def _exec(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> int:
         cursor = await conn.execute(_Q[name], _params(values))
         count = cursor.rowcount
@@ -301,6 +307,7 @@ class SQLiteStore(SQLStore):
             columns=", ".join(names), values=", ".join(f":{n}" for n in names)
         )
         async with self._tx() as conn:
+            await bulk_cap_check(self, conn, params.jobs)
             cursor = await conn.executemany(statement, rows)
             inserted = cursor.rowcount
             await cursor.close()
@@ -335,7 +342,7 @@ class SQLiteStore(SQLStore):
         batch = _json.dumps(
             [
                 [str(c.run_id), c.token, str(c.next_state), _encode(c.available_at), c.reason,
-                 c.error_class, c.error_message, int(c.refund_attempt)]
+                 c.error_class, c.error_message, int(c.refund_attempt), c.result]
                 for c in cs
             ]
         )  # fmt: skip
@@ -363,6 +370,10 @@ class SQLiteStore(SQLStore):
             ]
             if ended:
                 await self._exec(conn, "jobs_complete", ids=ended, now=now)
+            if any(c.workflow is not None or c.outbox is not None for c in cs):
+                planned = [c for c, ok in zip(cs, applied, strict=True) if ok]
+                await self._workflows_advance(conn, planned, now)
+                await self._outbox_insert(conn, planned, now)
         ok_pairs = {(c.run_id, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
         return completion_answers(params.completions, first, ok_pairs)
 

@@ -230,11 +230,14 @@ WHERE t.id = i.id;
 
 -- name: tenant_limits_upsert
 -- Fields passed as NULL keep their value; 0 removes a limit (stored as NULL).
-INSERT INTO tenants (id, webhook_secret, max_in_flight, max_starts_per_second, weight, created_at)
+INSERT INTO tenants (
+    id, webhook_secret, max_in_flight, max_starts_per_second, weight, created_at,
+    max_backfill_runs
+)
 VALUES (
     %(tenant)s, %(secret)s, nullif(%(max_in_flight)s::int, 0),
     nullif(%(max_starts_per_second)s::float8, 0), coalesce(%(weight)s::int, 1),
-    coalesce(%(now)s::timestamptz, clock_timestamp())
+    coalesce(%(now)s::timestamptz, clock_timestamp()), nullif(%(max_backfill_runs)s::int, 0)
 )
 ON CONFLICT (id) DO UPDATE SET
     max_in_flight = CASE WHEN %(max_in_flight)s::int IS NULL THEN tenants.max_in_flight
@@ -242,14 +245,18 @@ ON CONFLICT (id) DO UPDATE SET
     max_starts_per_second = CASE
         WHEN %(max_starts_per_second)s::float8 IS NULL THEN tenants.max_starts_per_second
         ELSE nullif(%(max_starts_per_second)s::float8, 0) END,
-    weight = coalesce(%(weight)s::int, tenants.weight)
-RETURNING id, max_in_flight, max_starts_per_second, weight;
+    weight = coalesce(%(weight)s::int, tenants.weight),
+    max_backfill_runs = CASE WHEN %(max_backfill_runs)s::int IS NULL THEN tenants.max_backfill_runs
+                             ELSE nullif(%(max_backfill_runs)s::int, 0) END
+RETURNING *;
 
 -- name: tenant_limits_get
-SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants WHERE id = %(tenant)s;
+SELECT id, max_in_flight, max_starts_per_second, weight, max_jobs, max_backfill_runs
+FROM tenants WHERE id = %(tenant)s;
 
 -- name: tenant_limits_list
-SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants ORDER BY id;
+SELECT id, max_in_flight, max_starts_per_second, weight, max_jobs, max_backfill_runs
+FROM tenants ORDER BY id;
 
 -- name: tenant_stats
 -- Due and in-flight runs per tenant and queue (runs_fair and runs_leases), with the clock.

@@ -6,8 +6,8 @@ INSERT INTO jobs (
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
     concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us,
     every_count, every_unit,
-    retry_rules,
-    start_at, end_at, max_runs, replace_timeout_s, max_waiting
+    retry_rules, tzdata_version,
+    start_at, end_at, max_runs, replace_timeout_s, max_waiting, calendars, calendar_shift
 ) VALUES (
     %(id)s, %(tenant)s, %(name)s, %(task)s, %(payload)s::json, %(schedule_kind)s, %(cron)s,
     %(tz)s, %(at_instant)s, %(every_us)s, %(anchor)s, 'active', %(priority)s, %(max_attempts)s,
@@ -17,8 +17,9 @@ INSERT INTO jobs (
     %(target)s::json, %(max_concurrency)s, %(concurrency_key)s, %(max_backfill)s,
     %(sla_s)s, %(expected_duration_s)s, %(jitter_s)s, %(declared_delay_us)s,
     %(every_count)s, %(every_unit)s,
-    %(retry_rules)s::json,
-    %(start_at)s, %(end_at)s, %(max_runs)s, %(replace_timeout_s)s, %(max_waiting)s
+    %(retry_rules)s::json, %(tzdata_version)s,
+    %(start_at)s, %(end_at)s, %(max_runs)s, %(replace_timeout_s)s, %(max_waiting)s,
+    %(calendars)s::jsonb, %(calendar_shift)s
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
@@ -43,7 +44,11 @@ UPDATE jobs j SET
     declared_delay_us = %(declared_delay_us)s,
     retry_rules = %(retry_rules)s::json,
     replace_timeout_s = %(replace_timeout_s)s, max_waiting = %(max_waiting)s,
+    calendars = %(calendars)s::jsonb, calendar_shift = %(calendar_shift)s,
     start_at = %(start_at)s, end_at = %(end_at)s, max_runs = %(max_runs)s,
+    -- the tzdata release of a next instant computed now; a kept one keeps its own
+    tzdata_version = CASE WHEN j.next_fire_at IS NOT DISTINCT FROM %(next_fire_at)s::timestamptz
+                          THEN j.tzdata_version ELSE %(tzdata_version)s END,
     -- the count starts when max_runs is first set (docs/api.md, "Bounds")
     runs_created = CASE WHEN %(max_runs)s::int IS NULL THEN 0 ELSE j.runs_created END
 WHERE j.id = %(id)s
@@ -88,7 +93,11 @@ FROM (
 ORDER BY j.name;
 
 -- name: job_set_status
-UPDATE jobs SET status = %(status)s, next_fire_at = %(next_fire_at)s, updated_at = %(now)s
+-- The pause note (paused_by, pause_note, paused_until) is the new status's: cleared unless
+-- paused (decision 0023).
+UPDATE jobs SET status = %(status)s, next_fire_at = %(next_fire_at)s, updated_at = %(now)s,
+    paused_by = %(paused_by)s, pause_note = %(pause_note)s, paused_until = %(paused_until)s,
+    tzdata_version = coalesce(%(tzdata_version)s::text, tzdata_version)
 WHERE id = %(id)s AND status = ANY(%(from_states)s::text[])
 RETURNING *;
 
@@ -118,7 +127,8 @@ FOR UPDATE SKIP LOCKED;
 -- The jobs reached through their primary key: joined to the batch, a batch of 500 was planned
 -- as a hash join over a sequential scan of every job (tens of thousands: milliseconds). An
 -- array from a subquery has no size the planner could weigh against the table's.
-UPDATE jobs j SET next_fire_at = i.next_fire_at
+UPDATE jobs j SET next_fire_at = i.next_fire_at,
+    tzdata_version = coalesce(%(tzdata_version)s::text, j.tzdata_version)
 FROM unnest(%(ids)s::uuid[], %(next_fire_ats)s::timestamptz[]) AS i(id, next_fire_at)
 WHERE j.id = ANY(ARRAY(SELECT unnest(%(ids)s::uuid[]))) AND j.id = i.id;
 

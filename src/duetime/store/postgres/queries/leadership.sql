@@ -1,9 +1,17 @@
 -- name: leader_elect
 -- Take the leadership if it is free or expired, or renew it if we hold it. The term increases
--- on every change of leader (never on a renewal), so it fences leader-only writes.
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+-- on every change of leader (never on a renewal), so it fences leader-only writes. A takeover
+-- first locks the lapsed row FOR UPDATE: it waits for a leader-only transaction still in
+-- flight (leader_hold's FOR KEY SHARE); the leader's own renewal, a no-key update, never does.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+lapsed AS (
+    SELECT 1 FROM leader, t
+    WHERE name = 'default' AND node_id <> %(node_id)s AND expires_at < t.now
+    FOR UPDATE OF leader
+)
 INSERT INTO leader AS l (name, node_id, term, elected_at, expires_at)
 SELECT 'default', %(node_id)s, 1, t.now, t.now + make_interval(secs => %(ttl)s) FROM t
+WHERE (SELECT count(*) FROM lapsed) >= 0
 ON CONFLICT (name) DO UPDATE SET
     term = CASE WHEN l.node_id = excluded.node_id AND l.expires_at >= excluded.elected_at
                 THEN l.term ELSE l.term + 1 END,
@@ -22,12 +30,12 @@ WHERE name = 'default' AND node_id = %(node_id)s AND term = %(term)s;
 SELECT node_id, term, elected_at, expires_at FROM leader WHERE name = 'default';
 
 -- name: leader_hold
--- Inside a leader-only transaction: lock the leader row (a takeover waits for us) and check
--- that we still hold an unexpired term.
+-- Inside a leader-only transaction: lock the leader row (a takeover waits for us; our own
+-- renewal does not: FOR KEY SHARE) and check that we still hold an unexpired term.
 SELECT 1 AS held FROM leader
 WHERE name = 'default' AND node_id = %(node_id)s AND term = %(term)s
   AND expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
-FOR SHARE;
+FOR KEY SHARE;
 
 -- name: node_upsert
 INSERT INTO nodes (id, host, pid, roles, partitions, started_at, heartbeat_at)
@@ -67,6 +75,11 @@ WITH picked AS MATERIALIZED (
         SELECT runs.id, runs.finished_at FROM runs
         WHERE runs.state = s.state AND runs.finished_at IS NOT NULL
           AND runs.finished_at < %(before)s
+          -- a running or failed workflow instance still reads its steps' results
+          AND NOT EXISTS (
+              SELECT 1 FROM workflow_steps ws JOIN workflow_instances wi ON wi.id = ws.instance_id
+              WHERE ws.run_id = runs.id AND wi.state IN ('running', 'failed')
+          )
         ORDER BY runs.finished_at
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED

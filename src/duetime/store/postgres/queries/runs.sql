@@ -9,19 +9,19 @@ INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
-    misfire_at, retry_rules
+    misfire_at, retry_rules, origin
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
        i.request_hash, %(now)s, i.target::json, i.concurrency_key, i.misfire_at,
-       i.retry_rules::json
+       i.retry_rules::json, i.origin
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
     id uuid, job_id uuid, tenant text, job_name text, task text, queue text, payload text,
     scheduled_for timestamptz, available_at timestamptz, priority int, max_attempts int,
     backoff_base float8, backoff_factor float8, backoff_cap float8, timeout_s float8,
     delivery text, one_shot bool, trigger text, idempotency_key text, request_hash text,
-    target text, concurrency_key text, misfire_at timestamptz, retry_rules text
+    target text, concurrency_key text, misfire_at timestamptz, retry_rules text, origin text
 )
 ON CONFLICT DO NOTHING
 RETURNING id, job_id;
@@ -31,7 +31,7 @@ SELECT pg_notify('duetime_runs', '');
 
 -- fragment: trigger_from_job
 -- The one-round-trip manual run (run_trigger_by_id / _by_name): its job in `j`, then this
--- insert and the answer (with NOTIFY when a run was made). Nothing comes back when the job is
+-- insert and the answer (trigger_answer: with NOTIFY when a run was made). Nothing comes back when the job is
 -- missing or cancelled or the idempotency key already has a run: the store then takes the
 -- transaction that tells which. The values are store/_values.py's trigger_run_values; the
 -- concurrency key is its overlap_key (a test holds the two together).
@@ -56,17 +56,46 @@ ins AS (
     ON CONFLICT DO NOTHING
     RETURNING *
 )
+
+-- fragment: trigger_answer
 SELECT ins.*, (SELECT pg_notify('duetime_runs', '') FROM ins LIMIT 1) AS notified FROM ins
+
+-- fragment: trigger_audit
+-- The call's audit record (docs/decisions/0021) in the trigger's own statement: written only
+-- when the run was, so the trigger stays one round trip.
+, aud AS (
+    INSERT INTO audit (id, tenant, at, actor, action, subject_kind, subject_id, subject_name,
+                       change)
+    SELECT %(audit_id)s, ins.tenant, ins.created_at, %(audit_actor)s, %(audit_action)s, 'job',
+           ins.job_id::text, ins.job_name, jsonb_build_object('run', ins.id::text)
+    FROM ins
+)
 
 -- name: run_trigger_by_id
 WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(job_id)s
            AND status <> 'cancelled'),
-{{trigger_from_job}};
+{{trigger_from_job}}
+{{trigger_answer}};
 
 -- name: run_trigger_by_name
 WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(job_name)s
            AND status <> 'cancelled'),
-{{trigger_from_job}};
+{{trigger_from_job}}
+{{trigger_answer}};
+
+-- name: run_trigger_by_id_audited
+WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND id = %(job_id)s
+           AND status <> 'cancelled'),
+{{trigger_from_job}}
+{{trigger_audit}}
+{{trigger_answer}};
+
+-- name: run_trigger_by_name_audited
+WITH j AS (SELECT * FROM jobs WHERE tenant = %(tenant)s AND name = %(job_name)s
+           AND status <> 'cancelled'),
+{{trigger_from_job}}
+{{trigger_audit}}
+{{trigger_answer}};
 
 -- name: run_get
 SELECT * FROM runs WHERE tenant = %(tenant)s AND id = %(id)s;
@@ -224,7 +253,7 @@ input AS (
         run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
         error_class text, error_message text, traceback text, worker_id text, number int,
         claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
-        refund_attempt bool
+        refund_attempt bool, result text
     )
 ),
 orphaned AS MATERIALIZED (
@@ -246,7 +275,8 @@ done AS (
         replace_deadline = CASE WHEN i.next_state = 'scheduled' THEN NULL
                                 ELSE r.replace_deadline END,
         reason = CASE WHEN o.id IS NULL THEN i.reason ELSE 'cancelled' END,
-        last_error_class = i.error_class, last_error_message = i.error_message
+        last_error_class = i.error_class, last_error_message = i.error_message,
+        result = i.result::json
     FROM input i CROSS JOIN t LEFT JOIN orphaned o ON o.id = i.run_id
     -- each input row's run through the primary key (an index probe per row: with the run
     -- set as an array instead, a plan that misjudged either side joined them by nested loop
@@ -358,6 +388,8 @@ WITH picked AS (
     WHERE tenant = %(tenant)s AND state = 'dead'
       AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
       AND (%(run_ids)s::uuid[] IS NULL OR id = ANY(%(run_ids)s::uuid[]))
+      -- a workflow step's run is retried through its instance (app.workflows.retry)
+      AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.run_id = runs.id)
     ORDER BY finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -151,10 +151,13 @@ WHERE tenants.id = i.value;
 
 -- name: tenant_limits_upsert
 -- Fields passed as NULL keep their value; 0 removes a limit (stored as NULL).
-INSERT INTO tenants (id, webhook_secret, max_in_flight, max_starts_per_second, weight, created_at)
+INSERT INTO tenants (
+    id, webhook_secret, max_in_flight, max_starts_per_second, weight, created_at,
+    max_backfill_runs
+)
 VALUES (
     :tenant, :secret, nullif(:max_in_flight, 0), nullif(:max_starts_per_second, 0),
-    coalesce(:weight, 1), :now
+    coalesce(:weight, 1), :now, nullif(:max_backfill_runs, 0)
 )
 ON CONFLICT (id) DO UPDATE SET
     max_in_flight = CASE WHEN :max_in_flight IS NULL THEN tenants.max_in_flight
@@ -162,14 +165,18 @@ ON CONFLICT (id) DO UPDATE SET
     max_starts_per_second = CASE
         WHEN :max_starts_per_second IS NULL THEN tenants.max_starts_per_second
         ELSE nullif(:max_starts_per_second, 0) END,
-    weight = coalesce(:weight, tenants.weight)
-RETURNING id, max_in_flight, max_starts_per_second, weight;
+    weight = coalesce(:weight, tenants.weight),
+    max_backfill_runs = CASE WHEN :max_backfill_runs IS NULL THEN tenants.max_backfill_runs
+                             ELSE nullif(:max_backfill_runs, 0) END
+RETURNING *;
 
 -- name: tenant_limits_get
-SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants WHERE id = :tenant;
+SELECT id, max_in_flight, max_starts_per_second, weight, max_jobs, max_backfill_runs
+FROM tenants WHERE id = :tenant;
 
 -- name: tenant_limits_list
-SELECT id, max_in_flight, max_starts_per_second, weight FROM tenants ORDER BY id;
+SELECT id, max_in_flight, max_starts_per_second, weight, max_jobs, max_backfill_runs
+FROM tenants ORDER BY id;
 
 -- name: tenant_stats
 -- Due and in-flight runs per tenant and queue (runs_fair and runs_leases).

@@ -6,8 +6,8 @@ INSERT INTO jobs (
     partition_key, next_fire_at, created_at, updated_at, target, max_concurrency,
     concurrency_key, max_backfill, sla_s, expected_duration_s, jitter_s, declared_delay_us,
     every_count, every_unit,
-    retry_rules,
-    start_at, end_at, max_runs, replace_timeout_s, max_waiting
+    retry_rules, tzdata_version,
+    start_at, end_at, max_runs, replace_timeout_s, max_waiting, calendars, calendar_shift
 ) VALUES (
     :id, :tenant, :name, :task, :payload, :schedule_kind, :cron, :tz, :at_instant, :every_us,
     :anchor, 'active', :priority, :max_attempts, :backoff_base, :backoff_factor, :backoff_cap,
@@ -15,8 +15,8 @@ INSERT INTO jobs (
     :metadata, :partition_key, :next_fire_at, :now, :now, :target, :max_concurrency,
     :concurrency_key, :max_backfill, :sla_s, :expected_duration_s, :jitter_s, :declared_delay_us,
     :every_count, :every_unit,
-    :retry_rules,
-    :start_at, :end_at, :max_runs, :replace_timeout_s, :max_waiting
+    :retry_rules, :tzdata_version,
+    :start_at, :end_at, :max_runs, :replace_timeout_s, :max_waiting, :calendars, :calendar_shift
 )
 ON CONFLICT (tenant, name) DO NOTHING
 RETURNING *;
@@ -38,7 +38,10 @@ UPDATE jobs SET
     max_backfill = :max_backfill, sla_s = :sla_s, expected_duration_s = :expected_duration_s,
     jitter_s = :jitter_s, declared_delay_us = :declared_delay_us, start_at = :start_at,
     end_at = :end_at, max_runs = :max_runs, replace_timeout_s = :replace_timeout_s,
-    max_waiting = :max_waiting,
+    max_waiting = :max_waiting, calendars = :calendars, calendar_shift = :calendar_shift,
+    -- the tzdata release of a next instant computed now; a kept one keeps its own
+    tzdata_version = CASE WHEN next_fire_at IS :next_fire_at THEN tzdata_version
+                          ELSE :tzdata_version END,
     -- the count starts when max_runs is first set (docs/api.md, "Bounds")
     runs_created = CASE WHEN :max_runs IS NULL THEN 0 ELSE runs_created END
 WHERE id = :id
@@ -96,7 +99,11 @@ FROM (
 ORDER BY j.name;
 
 -- name: job_set_status
-UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :now
+-- The pause note (paused_by, pause_note, paused_until) is the new status's: cleared unless
+-- paused (decision 0023).
+UPDATE jobs SET status = :status, next_fire_at = :next_fire_at, updated_at = :now,
+    paused_by = :paused_by, pause_note = :pause_note, paused_until = :paused_until,
+    tzdata_version = coalesce(:tzdata_version, tzdata_version)
 WHERE id = :id AND status IN (SELECT value FROM json_each(:from_states))
 RETURNING *;
 
@@ -122,7 +129,7 @@ LIMIT :limit;
 
 -- name: jobs_advance
 -- `ids` and `next_fire_ats`: JSON arrays, element k of one for element k of the other.
-UPDATE jobs SET next_fire_at = n.value
+UPDATE jobs SET next_fire_at = n.value, tzdata_version = coalesce(:tzdata_version, tzdata_version)
 FROM json_each(:ids) AS i JOIN json_each(:next_fire_ats) AS n ON n.key = i.key
 WHERE jobs.id = i.value;
 

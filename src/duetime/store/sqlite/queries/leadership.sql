@@ -55,6 +55,11 @@ DELETE FROM runs WHERE id IN (
     SELECT id FROM runs
     WHERE state IN ('succeeded', 'cancelled', 'skipped')
       AND finished_at IS NOT NULL AND finished_at < :before
+      -- a running or failed workflow instance still reads its steps' results
+      AND NOT EXISTS (
+          SELECT 1 FROM workflow_steps ws JOIN workflow_instances wi ON wi.id = ws.instance_id
+          WHERE ws.run_id = runs.id AND wi.state IN ('running', 'failed')
+      )
     ORDER BY finished_at
     LIMIT :limit
 )

@@ -18,7 +18,7 @@ INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
-    misfire_at, retry_rules
+    misfire_at, retry_rules, origin
 )
 SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.tenant'), json_extract(r.value, '$.job_name'),
@@ -32,7 +32,7 @@ SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        json_extract(r.value, '$.trigger'), json_extract(r.value, '$.idempotency_key'),
        json_extract(r.value, '$.request_hash'), :now, json_extract(r.value, '$.target'),
        json_extract(r.value, '$.concurrency_key'), json_extract(r.value, '$.misfire_at'),
-       json_extract(r.value, '$.retry_rules')
+       json_extract(r.value, '$.retry_rules'), json_extract(r.value, '$.origin')
 FROM json_each(:batch) AS r
 WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
@@ -201,6 +201,8 @@ WHERE id IN (
     WHERE tenant = :tenant AND state = 'dead'
       AND (:job_id IS NULL OR job_id = :job_id)
       AND (:run_ids IS NULL OR id IN (SELECT value FROM json_each(:run_ids)))
+      -- a workflow step's run is retried through its instance (app.workflows.retry)
+      AND NOT EXISTS (SELECT 1 FROM workflow_steps s WHERE s.run_id = runs.id)
     ORDER BY finished_at
     LIMIT :limit
 )
@@ -232,8 +234,8 @@ ORDER BY s.first_at;
 
 -- name: runs_complete
 -- The fenced end of a batch of attempts (`batch`: a JSON array of [run id, token, next state,
--- available_at, reason, error class, error message, refund (0/1)], each (run, token) once), one
--- statement: runs still `running` with the attempt's token take the outcome. Returns the
+-- available_at, reason, error class, error message, refund (0/1), result (JSON text)], each
+-- (run, token) once), one statement: runs still `running` with the attempt's token take the outcome. Returns the
 -- applied (id, token) with the job. One statement per batch: a statement per run cost two
 -- thread hops of aiosqlite each, far more than SQLite's own work. With :tenant (a remote
 -- worker), only that tenant's runs.
@@ -250,7 +252,8 @@ UPDATE runs SET
                             ELSE replace_deadline END,
     reason = CASE WHEN o.id IS NULL THEN json_extract(b.value, '$[4]') ELSE 'cancelled' END,
     last_error_class = json_extract(b.value, '$[5]'),
-    last_error_message = json_extract(b.value, '$[6]')
+    last_error_message = json_extract(b.value, '$[6]'),
+    result = json_extract(b.value, '$[8]')
 FROM json_each(:batch) AS b
 -- a run going back to `scheduled` (a retry, a hand-back) whose job was cancelled meanwhile
 -- ends `cancelled`: nothing would ever claim it

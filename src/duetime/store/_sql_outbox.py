@@ -1,0 +1,151 @@
+"""The transactional outbox, once for both dialects (:class:`duetime._outbox.OutboxStore`;
+SQL in each dialect's ``queries/outbox.sql``; docs/brokers.md, decision 0026).
+
+:meth:`SQLOutbox._outbox_insert` runs inside the transaction of ``runs_complete`` that applied
+the completions: a broker run's message exists exactly when its success does. The relay's
+methods are one statement each (a claim locks with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
+SQLite has one writer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from duetime import _json
+from duetime._outbox import OutboxClaimParams, OutboxDepth, OutboxRetry, OutboxRow
+from duetime.store._sql_surface import SQLSurface
+from duetime.store.base import RunCompletion
+
+
+class SQLOutbox(SQLSurface):
+    def _fixed_now(self, now: datetime | None) -> datetime | None:
+        raise NotImplementedError
+
+    def _records(self, rows: Sequence[dict[str, Any]]) -> str:
+        raise NotImplementedError
+
+    async def _audit(self, conn: Any, now: datetime | None = None) -> None:
+        raise NotImplementedError
+
+    async def _outbox_insert(
+        self, conn: Any, completions: Sequence[RunCompletion], now: datetime
+    ) -> None:
+        """Inside the transaction that applied ``completions``: insert the message of each
+        one that carries one (only succeeded broker runs do)."""
+        rows = [
+            {
+                "message_id": m.message_id,
+                "tenant": m.tenant,
+                "run_id": m.run_id,
+                "attempt": m.attempt,
+                "connection": m.connection,
+                "target": dict(m.target),
+                "body": m.body,
+                "headers": dict(m.headers),
+            }
+            for c in completions
+            if (m := c.outbox) is not None
+        ]
+        if rows:
+            await self._exec(conn, "outbox_insert", batch=self._records(rows), now=now)
+
+    async def outbox_claim(self, params: OutboxClaimParams) -> list[OutboxRow]:
+        if not params.connections:
+            return []
+        async with self._write() as conn:
+            rows = await self._all(
+                conn,
+                "outbox_claim",
+                connections=list(params.connections),
+                limit=params.limit,
+                lease=params.lease,
+                now=self._fixed_now(params.now),
+            )
+        return sorted((self._outbox_row(r) for r in rows), key=lambda r: r.id)
+
+    async def outbox_sent(self, ids: Sequence[int], now: datetime | None = None) -> int:
+        if not ids:
+            return 0
+        async with self._write() as conn:
+            return await self._exec(conn, "outbox_sent", ids=list(ids), now=self._fixed_now(now))
+
+    async def outbox_retry(
+        self, retries: Sequence[OutboxRetry], now: datetime | None = None
+    ) -> int:
+        if not retries:
+            return 0
+        batch = _json.dumps([[r.id, r.delay, r.error] for r in retries])
+        async with self._write() as conn:
+            return await self._exec(conn, "outbox_retry", batch=batch, now=self._fixed_now(now))
+
+    async def outbox_dead(
+        self, dead: Sequence[tuple[int, str]], now: datetime | None = None
+    ) -> int:
+        if not dead:
+            return 0
+        batch = _json.dumps([[i, error] for i, error in dead])
+        async with self._write() as conn:
+            return await self._exec(conn, "outbox_dead", batch=batch, now=self._fixed_now(now))
+
+    async def outbox_dead_list(
+        self, tenant: str | None, limit: int = 100, after_id: int | None = None
+    ) -> list[OutboxRow]:
+        async with self._read() as conn:
+            rows = await self._all(
+                conn, "outbox_dead_list", tenant=tenant, limit=limit, after_id=after_id or 0
+            )
+        return [self._outbox_row(r) for r in rows]
+
+    async def outbox_replay(
+        self, tenant: str | None, ids: Sequence[int] | None, now: datetime | None = None
+    ) -> int:
+        async with self._tx() as conn:
+            count = await self._exec(
+                conn,
+                "outbox_replay",
+                tenant=tenant,
+                ids=None if ids is None else list(ids),
+                now=self._fixed_now(now),
+            )
+            if count:
+                await self._audit(conn, now)
+        return count
+
+    async def outbox_depth(self, now: datetime | None = None) -> OutboxDepth:
+        async with self._read() as conn:
+            pending = await self._all(conn, "outbox_pending_counts")
+            dead = await self._one(conn, "outbox_dead_count")
+        by_connection = {r["connection"]: int(r["n"]) for r in pending}
+        oldest = [t for r in pending if (t := self.codec.instant(r["oldest"])) is not None]
+        return OutboxDepth(
+            pending=sum(by_connection.values()),
+            oldest=min(oldest) if oldest else None,
+            dead=int(dead["n"]),
+            by_connection=by_connection,
+        )
+
+    async def outbox_prune(self, before: datetime, limit: int = 1000) -> int:
+        async with self._write() as conn:
+            return await self._exec(conn, "outbox_prune", before=before, limit=limit)
+
+    def _outbox_row(self, r: Any) -> OutboxRow:
+        c = self.codec
+        created = c.instant(r["created_at"])
+        assert created is not None
+        return OutboxRow(
+            id=int(r["id"]),
+            message_id=r["message_id"],
+            tenant=r["tenant"],
+            run_id=c.uuid(r["run_id"]),
+            attempt=int(r["attempt"]),
+            connection=r["connection"],
+            target=c.json(r["target"]),
+            body=r["body"],
+            headers=c.json(r["headers"]),
+            created_at=created,
+            tries=int(r["tries"]),
+            last_error=r["last_error"],
+            sent_at=c.instant(r["sent_at"]),
+            dead_at=c.instant(r["dead_at"]),
+        )

@@ -1,0 +1,232 @@
+"""The outbox relay (docs/brokers.md, decision 0026): publishes the pending messages of the
+broker connections this process serves, and marks them sent, retried or dead.
+
+Every worker process with broker connections runs one; any number may run at once. A pass
+(:meth:`Relay.run_once`) claims a batch (``outbox_claim``: ``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL, each row hidden for ``lease`` seconds), publishes each connection's rows pipelined
+through its publisher, concurrently across connections, then writes the verdicts: sent rows
+marked ``sent_at``, refused ones moved to the dead-message list, the others put back after
+the connection's own backoff (exponential with full jitter, from :data:`BACKOFF_BASE` to
+:data:`BACKOFF_CAP` while its failures continue). A relay that dies between publish and mark
+leaves its rows to be claimed again when their lease runs out: they are published again with
+the same message id (at-least-once; duplicates are documented in docs/brokers.md).
+
+While a connection is backing off, the relay does not claim its rows. Every
+:data:`DEPTH_EVERY` seconds it reads the outbox's depth into the metrics gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from duetime._aio import first_of
+from duetime._outbox import OutboxClaimParams, OutboxRetry, OutboxRow
+from duetime.metrics import Metrics, metrics
+from duetime.store import Store
+from duetime.targets.brokers.checks import check_connections
+from duetime.targets.brokers.config import BrokerConnection
+from duetime.targets.brokers.publish import (
+    Publisher,
+    Resolve,
+    Result,
+    Verdict,
+    describe,
+    open_publisher,
+)
+from duetime.targets.secrets import redact, resolve_secrets
+
+log = logging.getLogger("duetime.relay")
+
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 60.0
+DEPTH_EVERY = 10.0
+IDLE_POLL = 0.5
+"""Seconds between claims while the outbox is empty (a completion in this process wakes the
+relay at once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayPass:
+    """What one pass did."""
+
+    claimed: int = 0
+    sent: int = 0
+    retried: int = 0
+    dead: int = 0
+
+
+class Relay:
+    def __init__(
+        self,
+        store: Store,
+        connections: Mapping[str, BrokerConnection],
+        *,
+        batch: int = 500,
+        lease: float = 30.0,
+        resolve: Resolve | None = None,
+        registry: Metrics | None = None,
+        rng: random.Random | None = None,
+        opener: Callable[[BrokerConnection, Resolve], Publisher] = open_publisher,
+    ) -> None:
+        self.store = store
+        self.connections = dict(connections)
+        self.batch = batch
+        self.lease = lease
+        self._resolve = resolve or self._resolve_secrets
+        self._hidden: set[str] = set()
+        """Secret values and URL passwords this relay connected with: kept out of errors."""
+        self._metrics = registry
+        self._rng = rng or random.Random()
+        self._opener = opener
+        self._publishers: dict[str, Publisher] = {}
+        self._failures: dict[str, int] = {}
+        self._resume_at: dict[str, float] = {}
+        """A backing-off connection: when (monotonic) its rows are claimed again."""
+        self._wake = asyncio.Event()
+        self._depth_at = float("-inf")
+
+    def _resolve_secrets(self, value: Any) -> Any:
+        """A connection's value with its secret references resolved (``targets/secrets.py``);
+        the secrets, and a URL's password, are remembered to be redacted from errors."""
+        resolved = resolve_secrets(value)
+        self._hidden.update(resolved.secrets)
+        if isinstance(resolved.value, str):
+            with contextlib.suppress(ValueError):
+                if password := urlsplit(resolved.value).password:
+                    self._hidden.add(password)
+        return resolved.value
+
+    def wake(self) -> None:
+        """A broker run's message may have been committed: claim now."""
+        self._wake.set()
+
+    async def run_once(self) -> RelayPass:
+        """Claim one batch, publish it, write the verdicts."""
+        clock = time.monotonic()
+        serving = [n for n in self.connections if self._resume_at.get(n, 0.0) <= clock]
+        rows = await self.store.outbox_claim(
+            OutboxClaimParams(connections=serving, limit=self.batch, lease=self.lease)
+        )
+        if not rows:
+            return RelayPass()
+        groups: dict[str, list[OutboxRow]] = {}
+        for row in rows:
+            groups.setdefault(row.connection, []).append(row)
+        answers = await asyncio.gather(*(self._publish(n, g) for n, g in groups.items()))
+        sent: list[int] = []
+        retries: list[OutboxRetry] = []
+        dead: list[tuple[int, str]] = []
+        for (name, group), results in zip(groups.items(), answers, strict=True):
+            delay = self._settle(name, results)
+            for row, result in zip(group, results, strict=True):
+                error = redact(result.error, self._hidden)
+                if result.verdict is Verdict.SENT:
+                    sent.append(row.id)
+                elif result.verdict is Verdict.DEAD:
+                    dead.append((row.id, error))
+                else:
+                    retries.append(OutboxRetry(row.id, delay, error))
+        await self.store.outbox_sent(sent)
+        await self.store.outbox_dead(dead)
+        await self.store.outbox_retry(retries)
+        for row_id, error in dead:
+            log.warning("outbox message %d refused for good (dead): %s", row_id, error)
+        return RelayPass(len(rows), len(sent), len(retries), len(dead))
+
+    async def _publish(self, name: str, rows: Sequence[OutboxRow]) -> list[Result]:
+        publisher = self._publishers.get(name)
+        if publisher is None:
+            publisher = self._publishers[name] = self._opener(self.connections[name], self._resolve)
+        try:
+            results = await publisher.publish(rows)
+        except Exception as exc:
+            return [Result(Verdict.RETRY, describe(exc))] * len(rows)
+        assert len(results) == len(rows)
+        return results
+
+    def _settle(self, name: str, results: Sequence[Result]) -> float:
+        """Note a connection's batch: a batch with nothing delivered (all retried) extends its
+        failure streak and its backoff; anything else ends them. Returns the retry delay."""
+        if results and all(r.verdict is Verdict.RETRY for r in results):
+            failures = self._failures[name] = self._failures.get(name, 0) + 1
+            delay = self._rng.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**failures))
+            delay = max(delay, BACKOFF_BASE)
+            self._resume_at[name] = time.monotonic() + delay
+            if failures in (1, 5) or failures % 20 == 0:
+                log.warning(
+                    "broker connection %r failing (%d batches in a row), retrying in %.1fs: %s",
+                    name,
+                    failures,
+                    delay,
+                    redact(results[0].error, self._hidden),
+                )
+            return delay
+        if self._failures.pop(name, 0):
+            log.info("broker connection %r publishes again", name)
+        self._resume_at.pop(name, None)
+        return BACKOFF_BASE
+
+    async def check_duplicate_windows(self) -> list[str]:
+        """At start: warn (log) about NATS connections whose JetStream streams dedupe over less
+        than the configured ``duplicate_window`` (as ``duetime doctor`` does). Returns the
+        warnings; a broker that does not answer yet is left to the relay's retries."""
+        watched = {
+            n: c
+            for n, c in self.connections.items()
+            if c.type == "nats" and c.duplicate_window is not None
+        }
+        warnings = []
+        for check in await check_connections(watched, self._resolve):
+            if check.level != "ok" and "duplicate_window" in check.detail:
+                warnings.append(f"broker connection {check.connection!r}: {check.detail}")
+                log.warning("%s", warnings[-1])
+        return warnings
+
+    async def observe_depth(self) -> None:
+        """Read the outbox's depth into the metrics gauges."""
+        depth = await self.store.outbox_depth()
+        now = await self.store.db_now()
+        (self._metrics or metrics()).outbox_observed(depth, now)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Pass after pass until ``stop``: at once after a full batch, else on a wake-up or
+        after :data:`IDLE_POLL`. A store that is unreachable pauses the relay (backoff)."""
+        errors = 0
+        await self.check_duplicate_windows()
+        try:
+            while not stop.is_set():
+                self._wake.clear()
+                try:
+                    done = await self.run_once()
+                    if time.monotonic() - self._depth_at >= DEPTH_EVERY:
+                        self._depth_at = time.monotonic()
+                        await self.observe_depth()
+                    errors = 0
+                except self.store.transient_errors as exc:
+                    errors += 1
+                    pause = min(BACKOFF_CAP, BACKOFF_BASE * 2**errors)
+                    log.warning(
+                        "outbox relay: database unreachable (%s); again in %.1fs", exc, pause
+                    )
+                    await first_of(stop.wait(), asyncio.sleep(pause))
+                    continue
+                if done.claimed >= self.batch:
+                    continue
+                await first_of(stop.wait(), self._wake.wait(), asyncio.sleep(IDLE_POLL))
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        publishers, self._publishers = self._publishers, {}
+        for publisher in publishers.values():
+            try:
+                await publisher.close()
+            except Exception as exc:  # closing a broken connection
+                log.debug("closing a publisher: %s", exc)

@@ -1,0 +1,3 @@
+from tests.brokers.brokerkit import broker
+
+__all__ = ["broker"]
