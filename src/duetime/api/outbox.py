@@ -52,10 +52,14 @@ class DeadMessagesOut(BaseModel):
     next_after: int | None = Field(description="Pass as `after` for the next page; null: none.")
 
 
+OutboxId = Annotated[int, Field(ge=1, le=2**63 - 1, strict=True)]
+"""An outbox row's id (a bigint)."""
+
+
 class ReplayMessagesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[int] | None = Field(
+    ids: list[OutboxId] | None = Field(
         None, min_length=1, max_length=1000, description="Outbox ids; omitted: every one."
     )
 
@@ -83,7 +87,9 @@ class ListDeadMessages(Endpoint):
         self,
         caller: Viewer,
         limit: Limit = 100,
-        after: Annotated[int | None, Query(ge=0, description="The last id of a page.")] = None,
+        after: Annotated[
+            int | None, Query(ge=0, le=2**63 - 1, description="The last id of a page.")
+        ] = None,
     ) -> DeadMessagesOut:
         rows = await caller.app.outbox.dead(limit=limit, after=after)
         more = len(rows) == limit
