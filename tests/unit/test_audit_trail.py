@@ -102,6 +102,15 @@ MUTATIONS: list[tuple[str, Call, str, str, str | None]] = [
         "weekends",
     ),
     (
+        "backfill",
+        lambda a: a.jobs.backfill(
+            "nightly", a.clock.now() - timedelta(days=3), a.clock.now() - timedelta(days=1)
+        ),
+        "backfilled",
+        "job",
+        "nightly",
+    ),
+    (
         "pause_on_failure",
         lambda a: a.lifecycle.pause_on_failure("nightly", 3),
         "pause_on_failure_set",

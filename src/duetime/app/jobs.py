@@ -297,18 +297,22 @@ class Jobs(Service):
         at ``Settings.backfill_rate`` runs per second, never misfired (origin ``backfill``).
         ``dry_run`` creates nothing and lists what would run. A range longer than a year needs
         ``yes``. ``progress(done, total)`` is called after each chunk written. Raises
-        NotFound, ValidationError, BackfillCapReached (``app/backfill.py``)."""
-        return await backfill_range(
-            self.store,
-            job_ref(self.tenant, job),
-            since,
-            until,
-            now=await self.store.db_now(),
-            rate=self.settings.backfill_rate,
-            dry_run=dry_run,
-            yes=yes,
-            progress=progress,
-        )
+        NotFound, ValidationError, BackfillCapReached (``app/backfill.py``). Audited once,
+        with the first runs it writes (a dry run, or a range with nothing missing, writes no
+        record)."""
+        span = {"from": str(since), "to": str(until)}
+        with audited(self, "backfilled", "job", name=job, change=span):
+            return await backfill_range(
+                self.store,
+                job_ref(self.tenant, job),
+                since,
+                until,
+                now=await self.store.db_now(),
+                rate=self.settings.backfill_rate,
+                dry_run=dry_run,
+                yes=yes,
+                progress=progress,
+            )
 
     async def backfill_progress(self, job: str | uuid.UUID) -> BackfillProgress:
         """The job's backfilled runs by state (those history still keeps)."""
