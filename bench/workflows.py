@@ -2,16 +2,17 @@
 10-step chain, and a wide fan-out with its fan-in — beside a plain burn-down of as many runs in
 the same sitting, rounds interleaved.
 
-    python -m bench.workflows                      # chain of 10 x 30 instances, fan-out 10,000
+    python -m bench.workflows                      # 30 chains of 10, one at a time; fan-out 10,000
     python -m bench.workflows --items 2000 --chains 10 --rounds 1   # a smoke run
 
 Hand-off = a step's run ``started_at`` − its parent's run ``finished_at`` (the child's run is
 created in the transaction that records the parent's end, docs/decisions/0020); every pair of
-a chain counts. Fan-out: steps/s = items / (last item ``finished_at`` − the source's
-``finished_at``); the fan-in must start exactly once and see every item's result. The plain
-burn-down (bench/burndown.py, the same number of no-op runs, the same workers) gives runs/s for
-the ratio. All figures come from the database after the fact; nothing polls while a phase runs
-except one cheap question a second (is the instance over).
+a chain counts. The chains run one at a time (a chain's hand-offs, not a queue of them; the
+benchmark asks every 0.1 s whether the current one is over). Fan-out: steps/s = items / (last
+item ``finished_at`` − the source's ``finished_at``); the fan-in must start exactly once and
+see every item's result. The plain burn-down (bench/burndown.py, the same number of no-op
+runs, the same workers) gives runs/s for the ratio. All figures come from the database after
+the fact.
 
 Exits non-zero with the reason when a phase fails (an instance that does not succeed in
 ``--timeout`` s, a fan-in started twice or with missing results).
@@ -202,13 +203,14 @@ def one_round(items: int, chains: int, workers: int, timeout: float) -> dict[str
                     return bool(row and row[0] >= workers)
 
                 wait_for("the workers' registration", registered, 60, 0.25)
-                asyncio.run(_start(url, "chain", chains))
+                for n in range(1, chains + 1):  # one chain at a time: its hand-offs, unqueued
 
-                def chains_done() -> bool:
-                    check_alive(procs, "a worker")
-                    return _started(conn, "chain") == chains and _open(conn, "chain") == 0
+                    def chain_done(n: int = n) -> bool:
+                        check_alive(procs, "a worker")
+                        return _started(conn, "chain") == n and _open(conn, "chain") == 0
 
-                wait_for(f"{chains} chains", chains_done, timeout, 1.0)
+                    asyncio.run(_start(url, "chain", 1))
+                    wait_for(f"chain {n} of {chains}", chain_done, timeout, 0.1)
                 handoffs = _handoffs_ms(conn)
                 if len(handoffs) != chains * 9:
                     raise BenchError(f"{len(handoffs)} hand-offs, expected {chains * 9}")
@@ -259,7 +261,7 @@ def main() -> None:
     ratio = [r["steps_per_s"] / p for r, p in zip(rounds, plain, strict=True)]
     lines = [
         f"workers: {args.workers} (`duetime worker`, the product's defaults); "
-        f"{args.chains} 10-step chains and one fan-out of {args.items:,} per round",
+        f"{args.chains} 10-step chains, one at a time, and one fan-out of {args.items:,} per round",
         "step hand-off p50 ms: " + Spread.of([r["handoff_p50_ms"] for r in rounds]).show(".1f"),
         "step hand-off p99 ms: " + Spread.of([r["handoff_p99_ms"] for r in rounds]).show(".1f"),
         "fan-out steps/s: " + Spread.of([r["steps_per_s"] for r in rounds]).show(),
