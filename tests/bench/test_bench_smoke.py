@@ -190,3 +190,17 @@ def test_takeover_measures_leader_and_partitions(pg_database: str) -> None:
     assert "every occurrence once: True" in out
     out = bench("takeover", "--lag-jobs", "200", pg=True)
     assert "longest gap between lease renewals" in out
+
+
+@pytest.mark.postgres
+def test_workflows_measure_hand_off_and_fan_out(pg_database: str) -> None:
+    out = bench("workflows", "--items", "200", "--chains", "2", "--rounds", "1", pg=True)
+    assert "step hand-off p99 ms:" in out
+    assert "fan-out / plain burn-down:" in out
+    assert "fan-in started exactly once with every item's result: yes" in out
+
+
+@pytest.mark.postgres
+def test_outbox_publishes_to_every_broker(pg_database: str) -> None:
+    out = bench("outbox", "--messages", "200", pg=True)
+    assert "messages/s" in out
