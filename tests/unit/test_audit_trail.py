@@ -271,3 +271,23 @@ def test_the_default_actor_is_the_os_user() -> None:
     assert default_actor().startswith("python:")
     with pytest.raises(ValidationError):
         AsyncApp(actor="")
+
+
+async def test_a_new_note_on_a_paused_job_is_recorded_once(app: AsyncApp) -> None:
+    await app.pause("nightly", note="disk full", by="ana")
+    await app.pause("nightly", note="disk full", by="ana")  # the same: nothing changes
+    await app.pause("nightly", note="waiting for the vendor", by="ana")
+    paused = [r for r in (await app.audit.find(action="paused")).items]
+    assert len(paused) == 2
+    assert paused[0].change is not None
+    assert paused[0].change["after"]["note"] == "waiting for the vendor"
+    assert paused[0].change["before"]["note"] == "disk full"
+
+
+async def test_a_sync_records_its_declaration_once(app: AsyncApp) -> None:
+    specs = [{"name": "declared-a", "task": "duetime.noop", "cron": "0 5 * * *"}]
+    await app.lifecycle.sync(specs, source="deploy", dry_run=False)
+    synced = (await app.audit.find(action="synced")).items
+    assert len(synced) == 1
+    assert synced[0].subject_name == "deploy"
+    assert synced[0].change == {"after": {"source": "deploy", "declared": 1, "retire": []}}

@@ -131,7 +131,9 @@ class Lifecycle(Service):
             return plan
         for spec in specs:
             await self._jobs.schedule_spec(spec, allow_unregistered=allow_unregistered)
-        await self.store.jobs_declare(self.tenant, source, names)
+        change = {"after": {"source": source, "declared": len(names), "retire": plan.retire}}
+        with audited(self, "synced", "jobs", name=source, change=change):
+            await self.store.jobs_declare(self.tenant, source, names)
         for name in plan.update:
             await self._resume_retired(name, source)
         for name in plan.retire:

@@ -171,6 +171,10 @@ class SQLLifecycle(SQLSurface):
             _detail(params),
             now,
         )
+        old = current.pause
+        before = {} if old is None else {"by": old.by, "note": old.note, "until": _iso(old.until)}
+        note(change={"before": before, "after": _detail(params)})
+        await self._audit(conn, now)
         return _rows.job_from_row(row, self.codec)
 
     async def _job_moved(
@@ -286,9 +290,12 @@ class SQLLifecycle(SQLSurface):
     async def jobs_declare(self, tenant: str, source: str, names: Sequence[str]) -> int:
         if not names:
             return 0
-        return await self._write_exec(
-            "jobs_declare", tenant=tenant, source=source, names=list(names)
-        )
+        async with self._tx() as conn:
+            count = await self._exec(
+                conn, "jobs_declare", tenant=tenant, source=source, names=list(names)
+            )
+            await self._audit(conn)
+            return count
 
     # --- tenants' job caps --------------------------------------------------------------
 
