@@ -43,6 +43,8 @@ def test_an_admin_reads_and_filters_the_trail(
         tab.login(keys.acme_admin, "acme · admin")
         page.wait_for_selector("nav a[data-page='audit']:visible")
         tab.open("#/audit")
+        # the overview the login showed may finish rendering late: wait for the trail itself
+        page.wait_for_selector("main:has-text('priority: 0 → 7')")
         main = page.inner_text("main")
         assert "priority: 0 → 7" in main
         assert 'status: "active" → "paused"' in main

@@ -436,12 +436,44 @@ function retryRuleFields(retry) {
   return out;
 }
 
+// A job's lifecycle history (decision 0023): pauses with their notes, resumes, pauses on
+// failure, retirements by a sync — newest first.
+function historyTable(events) {
+  return table(["when (UTC)", "what", "who", "note"], events.map((e) => h("tr", { "data-event": e.kind },
+    h("td", {}, fmtInstant(e.at)), h("td", {}, e.kind), h("td", {}, e.actor),
+    h("td", {}, [e.detail.note, e.detail.until ? `until ${fmtInstant(e.detail.until)}` : null]
+      .filter(Boolean).join(" — ")))), "no pause or resume yet");
+}
+
+// Backfill (decision 0022): the job's backfilled runs by state and, for an operator, a form
+// that creates the missing runs of a past range (a dry run first says what it would do).
+function backfillSection(job, progress) {
+  const states = Object.entries(progress ? progress.states : {});
+  const out = [h("div", { class: "summary", id: "backfill-progress" }, states.length
+    ? `${progress.total} backfilled runs: ${states.map(([k, n]) => `${n} ${k}`).join(", ")}`
+    : "no backfilled run")];
+  if (!canWrite() || job.status !== "active" || job.schedule.kind === "now" || job.schedule.kind === "at") return out;
+  const from = h("input", { id: "backfill-from", type: "datetime-local", "aria-label": "Backfill from (UTC)" });
+  const to = h("input", { id: "backfill-to", type: "datetime-local", "aria-label": "Backfill to (UTC)" });
+  const dry = h("input", { id: "backfill-dry", type: "checkbox", checked: true, "aria-label": "Dry run" });
+  const send = () => api("POST", `/jobs/${job.id}/backfill`, {
+    from: utcFromLocalInput(from.value), to: utcFromLocalInput(to.value), dry_run: dry.checked,
+  }).then((r) => say(`Backfill${r.dry_run ? " (dry run)" : ""}: ${r.created} ${r.dry_run ? "would be created" : "created"}, ${r.existing} existing, ${r.skipped} skipped by calendars${r.warning ? ` — ${r.warning}` : ""}`));
+  out.push(h("form", { class: "toolbar", id: "backfill-form", onsubmit: (e) => {
+    e.preventDefault();
+    send().then(() => (dry.checked ? null : render())).catch((err) => say(`Backfill failed: ${err.message}`, true));
+  } }, from, to, h("label", {}, dry, " dry run"), h("button", { type: "submit", id: "backfill-go" }, "Backfill")));
+  return out;
+}
+
 async function jobDetail(view, id) {
-  const [job, runs, fires, why] = await Promise.all([
+  const [job, runs, fires, why, history, backfilled] = await Promise.all([
     api("GET", `/jobs/${id}`),
     api("GET", `/jobs/${id}/runs?limit=20`),
     api("POST", "/schedules/preview", { job_id: id, count: 10 }).catch(() => ({ items: [] })),
     api("GET", `/jobs/${id}/explain?last=10&count=5`),
+    api("GET", `/jobs/${id}/history?limit=10`).catch(() => ({ items: [] })),
+    api("GET", `/jobs/${id}/backfill`).catch(() => null),
   ]);
   const buttons = [];
   if (canWrite()) {
@@ -490,6 +522,10 @@ async function jobDetail(view, id) {
       h("td", {}, [o.dst_note, o.calendar_note].filter(Boolean).join("; ")))), "no next fire instant"),
     h("h2", {}, "Runs"),
     runsTable(runs.items),
+    h("h2", {}, "History"),
+    historyTable(history.items),
+    h("h2", {}, "Backfill"),
+    backfillSection(job, backfilled),
   );
 }
 
