@@ -1,6 +1,7 @@
 """The dashboard's job page shows the job's history (pauses with their notes, resumes) and
-its backfilled runs, and lets an operator backfill a past range — a dry run first — in
-headless Chromium against a real ``duetime server`` (no scheduler: nothing else moves)."""
+its backfilled runs, and lets an operator backfill a past range — a dry run first — and set
+its pause on failure, in headless Chromium against a real ``duetime server`` (no scheduler:
+nothing else moves)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ def test_history_and_a_backfill_from_the_job_page(
         page.uncheck("#backfill-dry")
         page.click("#backfill-go")
         page.wait_for_selector("#backfill-progress:has-text('4 backfilled runs: 4 scheduled')")
+
+        page.fill("#job-pause-after", "3")
+        page.click("#job-pause-after-set")
+        page.wait_for_selector("dd:has-text('after 3 consecutive dead runs')")
         assert tab.errors == []
     finally:
         tab.close()

@@ -424,6 +424,16 @@ function pauseControls(id) {
   return [h("button", { id: "job-pause", onclick: () => act("Pause", pause) }, "Pause"), note, until];
 }
 
+// Pause on failure (decision 0023): after N consecutive dead runs the job pauses itself;
+// empty: never.
+function pauseOnFailureControl(job) {
+  const after = h("input", { id: "job-pause-after", type: "number", min: "1", max: "1000",
+    value: job.pause_after_dead || "", placeholder: "never", "aria-label": "Pause after this many consecutive dead runs" });
+  const set = () => api("PUT", `/jobs/${job.id}/pause-on-failure`, { after: after.value ? Number(after.value) : null });
+  return [h("label", { for: "job-pause-after" }, "pause after dead runs"), after,
+    h("button", { id: "job-pause-after-set", onclick: () => act("Pause on failure", set) }, "Set")];
+}
+
 // The retry window and error classification (docs/delivery.md), shown only when set.
 function retryRuleFields(retry) {
   const out = [];
@@ -478,6 +488,7 @@ async function jobDetail(view, id) {
   const buttons = [];
   if (canWrite()) {
     if (job.status === "active") buttons.push(...pauseControls(id));
+    if (job.status === "active" || job.status === "paused") buttons.push(...pauseOnFailureControl(job));
     if (job.status === "paused") buttons.push(h("button", { id: "job-resume", onclick: () => act("Resume", () => api("POST", `/jobs/${id}/resume`)) }, "Resume"));
     if (job.status !== "cancelled") buttons.push(h("button", { id: "job-trigger", class: "primary", onclick: () => act("Trigger", () => api("POST", `/jobs/${id}/trigger`)) }, "Trigger now"));
     if (job.status === "active" || job.status === "paused") buttons.push(h("button", { id: "job-cancel", class: "danger", onclick: () => {
