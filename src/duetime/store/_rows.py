@@ -137,10 +137,14 @@ def schedule_from_row(row: Row, c: Codec) -> Schedule:
     )
 
 
+def optional_json(c: Codec, value: Any) -> Any:
+    """A nullable JSON column's value (None for NULL)."""
+    return None if value is None else c.json(value)
+
+
 def _target(row: Row, c: Codec) -> Any:
     """The ``target`` column (JSON, NULL for Python tasks)."""
-    value = row["target"]
-    return None if value is None else c.json(value)
+    return optional_json(c, row["target"])
 
 
 def job_from_row(row: Row, c: Codec) -> Job:
@@ -243,9 +247,9 @@ def run_from_row(row: Row, c: Codec) -> Run:
         target=_target(row, c),
         progress=row["progress"],
         progress_message=row["progress_message"],
-        checkpoint=None if row["checkpoint"] is None else c.json(row["checkpoint"]),
+        checkpoint=optional_json(c, row["checkpoint"]),
         cancel_requested=bool(row["cancel_requested"]),
-        result=None if row["result"] is None else c.json(row["result"]),
+        result=optional_json(c, row["result"]),
         origin=_origin(row),
     )
 
@@ -274,8 +278,7 @@ def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
 
 def _rules(row: Row, c: Codec) -> Any:
     """The ``retry_rules`` column (JSON, NULL unless a window or classification is set)."""
-    value = row["retry_rules"]
-    return None if value is None else c.json(value)
+    return optional_json(c, row["retry_rules"])
 
 
 def attempt_from_row(row: Row, c: Codec) -> Attempt:

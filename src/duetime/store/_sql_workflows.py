@@ -24,6 +24,7 @@ from duetime._audit import note
 from duetime._types import HTTP_TASK, JSON, Job, JobStatus, Run, RunState
 from duetime.errors import Conflict, NotFound
 from duetime.store import _rows
+from duetime.store._rows import optional_json
 from duetime.store._sql_surface import SQLSurface
 from duetime.store._values import trigger_run_values
 from duetime.store.base import JobRef, RunCompletion, RunTriggerParams
@@ -225,7 +226,7 @@ class SQLWorkflows(SQLSurface):
             job_id=c.uuid(row["job_id"]),
             start_run_id=c.uuid(row["start_run_id"]),
             state=InstanceState(row["state"]),
-            input=_json_or_none(c, row["input"]),
+            input=optional_json(c, row["input"]),
             reason=row["reason"],
             created_at=created,
             finished_at=c.instant(row["finished_at"]),
@@ -277,7 +278,7 @@ class SQLWorkflows(SQLSurface):
                 run_id=None if r["run_id"] is None else c.uuid(r["run_id"]),
                 reason=r["reason"],
                 updated_at=c.instant(r["updated_at"]),  # type: ignore[arg-type]
-                result=_json_or_none(c, r["result"]) if results else None,
+                result=optional_json(c, r["result"]) if results else None,
             )
             for r in rows
         ]
@@ -299,7 +300,7 @@ class SQLWorkflows(SQLSurface):
                 reason=r["reason"],
                 run_id=None if r["run_id"] is None else c.uuid(r["run_id"]),
                 updated_at=c.instant(r["updated_at"]),  # type: ignore[arg-type]
-                result=_json_or_none(c, r["result"]),
+                result=optional_json(c, r["result"]),
                 attempt=r["attempt"] or 0,
                 ready_at=c.instant(r["run_created_at"]),
                 started_at=c.instant(r["started_at"]),
@@ -335,7 +336,7 @@ class SQLWorkflows(SQLSurface):
             workflow=row["workflow"],
             step=row["step"],
             map_index=None if index == WHOLE else index,
-            input=_json_or_none(c, row["input"]),
+            input=optional_json(c, row["input"]),
             parents={
                 p: gathered.get(p, [] if definition.step(p).map_over is not None else None)
                 for p in parents
@@ -521,7 +522,7 @@ class SQLWorkflows(SQLSurface):
         for row in await self._all(conn, "workflow_start_runs", ids=run_ids):
             if row["state"] != RunState.SUCCEEDED:
                 continue  # a start run that failed starts nothing
-            target = _json_or_none(c, row["target"]) or {}
+            target = optional_json(c, row["target"]) or {}
             name = target.get("name") if isinstance(target, dict) else None
             tenant = row["tenant"]
             version = await self._one(conn, "workflow_latest", tenant=tenant, name=name)
@@ -539,7 +540,7 @@ class SQLWorkflows(SQLSurface):
                 job_id=row["job_id"],
                 start_run_id=row["id"],
                 state=str(state),
-                input=_json.dumps(_json_or_none(c, row["payload"])),
+                input=_json.dumps(optional_json(c, row["payload"])),
                 reason=reason,
                 now=now,
             )
@@ -774,7 +775,7 @@ def _gather_results(c: _rows.Codec, rows: Iterable[Any]) -> dict[str, JSON]:
     """Results by step: an unmapped step's run's, or a mapped step's items' as a list."""
     out: dict[str, JSON] = {}
     for r in rows:
-        value = _json_or_none(c, r["result"])
+        value = optional_json(c, r["result"])
         if r["map_index"] == WHOLE:
             out[r["step"]] = value
         else:
@@ -793,7 +794,3 @@ def _descendants(definition: WorkflowDefinition, names: Iterable[str]) -> set[st
                 seen.add(child.name)
                 todo.append(child.name)
     return seen
-
-
-def _json_or_none(c: _rows.Codec, value: Any) -> Any:
-    return None if value is None else c.json(value)

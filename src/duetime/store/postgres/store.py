@@ -589,18 +589,26 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         cs, first = unique_completions(params.completions)
         if any(c.workflow is not None or c.outbox is not None for c in cs):
             return await self._runs_complete_planned(params, cs, first)
-        applied: set[tuple[uuid.UUID, int]] = set()
         async with self._read() as conn:
-            for chunk in result_chunks(cs):
-                rows = await self._all(
-                    conn,
-                    "runs_complete",
-                    tenant=params.tenant,
-                    now=self._fixed_now(params.now),
-                    **completion_columns(chunk),
-                )
-                applied.update((r["run_id"], r["token"]) for r in rows)
+            applied = await self._complete(conn, params.tenant, self._fixed_now(params.now), cs)
         return completion_answers(params.completions, first, applied)
+
+    async def _complete(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        tenant: str | None,
+        now: datetime | None,
+        cs: list[RunCompletion],
+    ) -> set[tuple[uuid.UUID, int]]:
+        """The ``runs_complete`` statement over ``cs``, a statement per :func:`result_chunks`
+        chunk; the (run, token) pairs it applied."""
+        applied: set[tuple[uuid.UUID, int]] = set()
+        for chunk in result_chunks(cs):
+            rows = await self._all(
+                conn, "runs_complete", tenant=tenant, now=now, **completion_columns(chunk)
+            )
+            applied.update((r["run_id"], r["token"]) for r in rows)
+        return applied
 
     async def _runs_complete_planned(
         self,
@@ -612,18 +620,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         plan of the runs it ended and the broker runs' outbox rows, in one transaction (a
         step's children, a broker run's message, exist exactly when its end does:
         docs/decisions/0020, 0026)."""
-        applied: set[tuple[uuid.UUID, int]] = set()
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
-            for chunk in result_chunks(cs):
-                rows = await self._all(
-                    conn,
-                    "runs_complete",
-                    tenant=params.tenant,
-                    now=now,
-                    **completion_columns(chunk),
-                )
-                applied.update((r["run_id"], r["token"]) for r in rows)
+            applied = await self._complete(conn, params.tenant, now, cs)
             ended = [c for c in cs if (c.run_id, c.token) in applied]
             await self._workflows_advance(conn, ended, now)
             await self._outbox_insert(conn, ended, now)
