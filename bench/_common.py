@@ -58,7 +58,10 @@ def drop_database(url: str) -> None:
 
 
 def migrate(url: str) -> None:
-    run_cli(["migrate", "--db", url])
+    """``duetime migrate``; with DUETIME_BENCH_HASH_PARTITIONS=N (PostgreSQL), runs then
+    partitioned into N by job partition key (docs/howto/hash-partitioning.md)."""
+    partitions = os.environ.get("DUETIME_BENCH_HASH_PARTITIONS", "").strip()
+    run_cli(["migrate", "--db", url, *(["--hash-partitions", partitions] if partitions else [])])
 
 
 def run_cli(args: Sequence[str]) -> str:

@@ -11,6 +11,7 @@ docs/benchmarks.md with the date, machine and command).
     python3 -m venv /tmp/dt-old/.venv && /tmp/dt-old/.venv/bin/pip install -e /tmp/dt-old
     python -m bench.ab --old /tmp/dt-old burndown --runs 50000 --workers 2
     python -m bench.ab --old /tmp/dt-old fire --seconds 20
+    python -m bench.ab --old /tmp/dt-old workflows --items 10000 --chains 30
 
 Exits non-zero, with the reason, when a round fails or prints no figure.
 """
@@ -30,7 +31,12 @@ FIGURES = {
     # benchmark → (label, pattern of its per-round line, higher is better)
     "burndown": ("runs/s", re.compile(r"N=\d+: ([\d,]+) runs/s"), True),
     "fire": ("p99 lag ms", re.compile(r"p99 ([\d.]+) ms"), False),
+    "sqlite_firing": ("runs/s", re.compile(r"sqlite firing N=\d+: ([\d,]+) runs/s"), True),
+    "oneshots": ("p99 start lag s", re.compile(r"start lag p50 [\d.]+ s, p99 ([\d.]+) s"), False),
+    "workflows": ("fan-out steps/s", re.compile(r"fan-out ([\d,]+) steps/s"), True),
 }
+ONE_ROUND = {"workflows": ["--rounds", "1"]}
+"""How a benchmark is told to run one round (the default: ``--repeat 1``)."""
 
 
 def one_round(checkout: Path, bench: str, args: list[str]) -> float:
@@ -39,7 +45,7 @@ def one_round(checkout: Path, bench: str, args: list[str]) -> float:
         if checkout.resolve() != ROOT:
             sys.exit(f"{checkout} has no .venv/bin/python: make its virtualenv first")
         python = Path(sys.executable)
-    command = [str(python), "-m", f"bench.{bench}", *args, "--repeat", "1"]
+    command = [str(python), "-m", f"bench.{bench}", *args, *ONE_ROUND.get(bench, ["--repeat", "1"])]
     if bench == "burndown":
         command += ["--workers", "2"] if "--workers" not in args else []
     done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=False)

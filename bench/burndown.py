@@ -103,6 +103,7 @@ MIX_COLUMNS = {
     "job_name": "j.name",
     "queue": "j.queue",
     "priority": "j.priority",
+    "partition_key": "j.partition_key",
 }
 """Columns a realistic-mix clone takes from its job instead of the template."""
 
@@ -454,6 +455,13 @@ def duetime_burndown(
         db.drop()
 
 
+def statements_shown() -> int:
+    """How many statements DUETIME_BENCH_STATEMENTS asks for: its value when a number above
+    1 (``DUETIME_BENCH_STATEMENTS=20``), else 8."""
+    value = os.environ.get("DUETIME_BENCH_STATEMENTS", "")
+    return int(value) if value.isdigit() and int(value) > 1 else 8
+
+
 def print_statements(db: Database) -> None:
     """With DUETIME_BENCH_STATEMENTS set: the measured statements that took longest, and
     what autovacuum did to ``runs`` meanwhile (to stderr; not a figure of the benchmark)."""
@@ -461,7 +469,7 @@ def print_statements(db: Database) -> None:
         "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), "
         "rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 70) FROM pg_stat_statements "
         "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "ORDER BY total_exec_time DESC LIMIT 8"
+        f"ORDER BY total_exec_time DESC LIMIT {statements_shown()}"
     )
     for calls, total, mean, count, text in rows:
         print(f"  {calls:>6} calls {total:>9} ms (mean {mean} ms) {count:>7} rows  {text}",

@@ -12,9 +12,10 @@ followed by ``VACUUM ANALYZE jobs``: registration takes longer than a fixed lead
 and the scheduler must meet the jobs as registered long before their instant). The default
 lead is longer than the scheduler's horizon, as for jobs registered well ahead of midnight.
 
-Figures, from the database: runs/s = succeeded runs / (last ``finished_at`` − the earlier of
-the instant and the first claim: work done ahead of the instant counts), and when the last run
-finished after the instant; start lag = the first
+Figures, from the database: when the runs were made (``created_at``: half of them, all of
+them, from the instant; the scheduler's share of the lag); runs/s = succeeded runs / (last
+``finished_at`` − the earlier of the instant and the first claim: work done ahead of the
+instant counts), and when the last run finished after the instant; start lag = the first
 attempt's ``started_at`` − the run's ``scheduled_for`` (p50/p99/max). CPU (as in
 bench.burndown): the processes' own and their PostgreSQL backends', from the moment the
 instant is set to the end. Exits non-zero with the reason when a step fails or a job did not
@@ -140,6 +141,12 @@ def duetime_oneshots(
         ).fetchone()  # fmt: skip
         assert row is not None
         succeeded, span, done_after = int(row[0]), float(row[1] or 0.0), float(row[2] or 0.0)
+        made = conn.execute(
+            "SELECT extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY created_at) "
+            "- %(due)s), extract(epoch FROM max(created_at) - %(due)s) FROM runs",
+            {"due": due},
+        ).fetchone()
+        assert made is not None
         lags = [
             float(r[0])
             for r in conn.execute(
@@ -164,6 +171,8 @@ def duetime_oneshots(
             "runs_per_s": succeeded / span,
             "span_s": span,
             "done_after_s": done_after,
+            "made_p50_s": float(made[0] or 0.0),
+            "made_last_s": float(made[1] or 0.0),
             **lag_summary(lags),
             **per_run(used, db_cpu, jobs),
         }
@@ -180,7 +189,9 @@ def describe(r: dict[str, Any]) -> str:
         f"(no settings), lead {r['lead_s']:.0f} s: {r['runs_per_s']:,.0f} runs/s, the last "
         f"finished {r['done_after_s']:.2f} s after the instant; start lag "
         f"p50 {r['p50_ms'] / 1000:.2f} s, p99 {r['p99_ms'] / 1000:.2f} s, max "
-        f"{r['max_ms'] / 1000:.2f} s; {cpu_text([r], 'scheduler + worker')}"
+        f"{r['max_ms'] / 1000:.2f} s; runs made (materialized) by {r['made_p50_s']:+.2f} s "
+        f"(half) and {r['made_last_s']:+.2f} s (all) from the instant; "
+        f"{cpu_text([r], 'scheduler + worker')}"
     )
 
 

@@ -1,6 +1,6 @@
 """The outbox's publish rate per broker with two relays (docs/brokers.md, issue 19).
 
-    python -m bench.outbox                      # 20,000 messages per broker, 2 relay processes
+    python -m bench.outbox                      # 20,000 messages per broker, 2 relays, 3 rounds
     python -m bench.outbox --messages 5000 --brokers nats,redis --relays 1
 
 For each broker (Redis stream, RabbitMQ exchange with publisher confirms, NATS JetStream
@@ -23,7 +23,14 @@ from typing import Any
 
 import psycopg
 
-from bench._common import base_parser, create_database, drop_database, guarded_main, report
+from bench._common import (
+    Spread,
+    base_parser,
+    create_database,
+    drop_database,
+    guarded_main,
+    report,
+)
 from duetime import AsyncApp, _json
 from duetime.store import create_store
 from duetime.targets.brokers.config import parse_brokers
@@ -172,15 +179,23 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--relays", type=int, default=2)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--brokers", default="redis,rabbitmq,nats")
     args = parser.parse_args()
-    lines = []
-    for kind in args.brokers.split(","):
-        rate, received = asyncio.run(one_round(kind, args.messages, args.relays, args.batch))
-        lines.append(
-            f"{kind:9} {rate:9,.0f} messages/s  ({args.messages:,} messages, {args.relays} "
-            f"relays, batch {args.batch}; the broker holds {received:,})"
-        )
+    kinds = args.brokers.split(",")
+    rates: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for _ in range(args.rounds):  # interleaved: each round visits every broker once
+        for kind in kinds:
+            rate, received = asyncio.run(one_round(kind, args.messages, args.relays, args.batch))
+            if received < args.messages:
+                raise SystemExit(f"{kind}: the broker holds {received:,} of {args.messages:,}")
+            rates[kind].append(rate)
+    lines = [
+        f"{kind:9} {Spread.of(rates[kind]).show()} messages/s  (median (min–max) of "
+        f"{args.rounds} interleaved rounds; {args.messages:,} messages, {args.relays} relays, "
+        f"batch {args.batch}; every message reached the broker)"
+        for kind in kinds
+    ]
     report("Outbox publish rate per broker", lines, record=args.record)
 
 

@@ -97,6 +97,10 @@ class Options:
     workdir: Path | None = None
     verbose: bool = False
     command: str = ""
+    restarter: Any = None
+    """Used instead of a server restart when given: an object with ``restart(base_url, mode)``
+    returning the (began, up) instants and ``ensure_running(base_url)`` — the failover test's
+    faults of a Patroni cluster (tests/failover/)."""
 
 
 @dataclass
@@ -140,7 +144,10 @@ def _snapshot(workdir: Path) -> Path:
 def _exclusive(base_url: str, timeout: float, say: Callable[[str], None]) -> Iterator[None]:
     """One chaos run per PostgreSQL server at a time (they restart it): a lock file per port
     on this host, waited for up to ``timeout`` seconds."""
-    port = urlsplit(base_url).port or 5432
+    try:
+        port = urlsplit(base_url).port or 5432
+    except ValueError:  # a multi-host URL: the lock of its first host's port
+        port = int(urlsplit(base_url).netloc.split(",")[0].rsplit(":", 1)[-1])
     path = Path(tempfile.gettempdir()) / f"duetime-chaos-{port}.lock"
     with open(path, "a+") as lock:
         deadline = time.monotonic() + timeout
@@ -298,7 +305,7 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
         raise SetupError("need at least one scheduler and one worker")
     if not pg.accepts_connections(opts.base_url):
         raise SetupError(f"PostgreSQL does not answer at {opts.base_url}")
-    restarter = pg.find_restarter(opts.base_url, opts.pg_restart_cmd)
+    restarter = opts.restarter or pg.find_restarter(opts.base_url, opts.pg_restart_cmd)
     if opts.pg_restarts and restarter is None:
         raise SetupError(
             "cannot restart PostgreSQL here: run as root next to a pg_ctlcluster cluster on "

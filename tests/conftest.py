@@ -17,6 +17,10 @@ PgBouncer: with ``DUETIME_TEST_PGBOUNCER=1`` the store fixtures gain a third sto
 ``DUETIME_LISTEN_URL`` set for the test (apps made from the URL read them), for the folders
 of :data:`PGBOUNCER_SUITES` only (elsewhere tests build settings of their own, without the
 mode, and their ``pgbouncer`` variants are deselected).
+
+Hash-partitioned runs: the store fixtures' ``hashed`` store is PostgreSQL with ``runs``
+partitioned into :data:`HASH_PARTITIONS` by job partition key (docs/decisions/0033), for the
+run-path conformance files of :data:`HASHED_FILES` only (elsewhere it is deselected).
 """
 
 from __future__ import annotations
@@ -44,6 +48,22 @@ PGBOUNCER_ENV = "DUETIME_TEST_PGBOUNCER"
 PGBOUNCER_SUITES = ("store", "worker", "workflows")
 """The test folders whose ``store_url`` tests also run through PgBouncer: the store
 conformance suite and the worker and workflow end-to-end tests."""
+HASH_PARTITIONS = 4
+HASHED_FILES = frozenset(
+    f"tests/store/test_store_{name}.py"
+    for name in (
+        "claim complete completer_refused start reaper retention trigger materialize misfire "
+        "overlap overlap_races overlap_replace replay_cancel runs_read runs_filters longruns "
+        "retry_window buffer_one outbox fairness run_id_prefix job_lifecycle "
+        "calendars_backfill transaction run_events"
+    ).split()
+) | {
+    f"tests/workflows/test_workflow_{name}.py"
+    for name in ("runs", "fanout_paths", "step_runs_store")
+}
+"""The store conformance files (every one whose statements touch runs) and the workflow files
+that insert step runs, whose tests also run with ``runs`` hash-partitioned (the ``hashed``
+store)."""
 
 # --- hypothesis ----------------------------------------------------------------------------
 
@@ -76,16 +96,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the ``pgbouncer`` store outside :data:`PGBOUNCER_SUITES`."""
-    if not through_pgbouncer():
-        return
+    """Deselect the ``pgbouncer`` store outside :data:`PGBOUNCER_SUITES`, and the ``hashed``
+    store outside :data:`HASHED_FILES` (and in tests that migrate a fresh schema themselves)."""
     here = os.path.dirname(__file__)
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        bounced = callspec is not None and callspec.params.get("store_url") == "pgbouncer"
-        folder = os.path.relpath(str(item.path), here).split(os.sep)[0]
-        (dropped if bounced and folder not in PGBOUNCER_SUITES else kept).append(item)
+        chosen = callspec.params.get("store_url") if callspec is not None else None
+        path = os.path.relpath(str(item.path), here).split(os.sep)
+        unwanted = (chosen == "pgbouncer" and path[0] not in PGBOUNCER_SUITES) or (
+            chosen == "hashed"
+            and ("/".join(["tests", *path]) not in HASHED_FILES
+                 or item.get_closest_marker("fresh_database") is not None)
+        )  # fmt: skip
+        (dropped if unwanted else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -251,6 +275,30 @@ def pg_shared_schema(pg_database: str) -> Iterator[SharedSchema]:
         shared.close()
 
 
+@pytest.fixture(scope="session")
+def pg_hashed_schema(pg_database: str) -> Iterator[SharedSchema]:
+    """Another shared schema of the session database, migrated and with ``runs`` partitioned
+    into :data:`HASH_PARTITIONS` by job partition key (``Store.runs_partition_by_key``)."""
+    import asyncio
+
+    shared = SharedSchema(make_pg_schema(pg_database))
+
+    async def prepare() -> None:
+        store = create_store(shared.url)
+        await store.open()
+        try:
+            await store.migrate()
+            await store.runs_partition_by_key(HASH_PARTITIONS)
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
 def empty_pg_schema(conn: Any) -> None:
     """Delete every row of every table in the connection's schema except the migrations
     record, referencing tables first, and drop the weekly attempt partitions a test made; the
@@ -347,6 +395,7 @@ def pgbouncer_alias(bouncer: Any, direct_url: str) -> str:
 _STORES = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("hashed", id="hashed", marks=pytest.mark.postgres),
 ]
 if through_pgbouncer():
     _STORES.append(
@@ -368,6 +417,10 @@ def store_url(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.Monk
         _unavailable(f"{PG_STORE_MODULE} does not exist yet")
     if request.node.get_closest_marker("fresh_database"):
         url = cast(str, request.getfixturevalue("pg_url"))
+    elif request.param == "hashed":
+        hashed: SharedSchema = request.getfixturevalue("pg_hashed_schema")
+        empty_pg_schema(hashed.connection())
+        return hashed.url
     else:
         shared: SharedSchema = request.getfixturevalue("pg_shared_schema")
         empty_pg_schema(shared.connection())

@@ -26,6 +26,10 @@ class Settings:
     listen_url: str = ""
     """A direct ``postgresql://`` URL to hear notifications on (new runs, cancellations, API key
     news); empty: ``database_url``, or polling under ``pgbouncer=transaction``."""
+    replica_url: str = ""
+    """A ``postgresql://`` URL of a streaming replica of the database; the API reads its list
+    and history pages and its metrics gauges there, read-only (docs/howto/read-replica.md);
+    empty: everything reads the primary."""
     database_pool_size: int = 10
     """The most pooled PostgreSQL connections one store (one process) opens."""
     lease_ttl: float = 30.0
@@ -143,6 +147,14 @@ class Settings:
     """The broker connections this worker serves for broker targets: JSON (``{"name":
     {"type": "redis", "url": …}}``) or the path of a JSON file (targets/brokers/config.py,
     docs/brokers.md); empty: none. Its relay publishes their outbox messages."""
+    run_events: str = ""
+    """Run events to publish through the outbox (docs/brokers.md, "Run events"): JSON
+    (``{"target": {"type": "nats", "connection": …, "subject": …}, "events": […], "tenants":
+    […]}``) or the path of a JSON file (targets/brokers/events.py); empty: none. Every process
+    that starts, ends or skips runs writes them in the same transaction."""
+    outbox_lease: float = 30.0
+    """Seconds a relay's claimed outbox rows stay hidden from other relays: a relay that dies
+    mid-publish leaves them to be published again (same message ids) this long after."""
     alert_outbox_after: float = 60.0
     """``outbox_backlog`` fires when the oldest unpublished broker message is this old."""
     alert_breaker_open_after: float = 300.0
@@ -156,7 +168,7 @@ class Settings:
         positive = (
             "lease_ttl heartbeat_interval reaper_interval scheduler_tick worker_lookahead "
             "worker_poll_interval backoff_base backoff_factor backoff_cap shutdown_grace "
-            "retention_days worker_stale_after leader_ttl partition_lease_ttl"
+            "retention_days worker_stale_after leader_ttl partition_lease_ttl outbox_lease"
         ).split()
         for name in positive:
             if not getattr(self, name) > 0:
@@ -224,6 +236,8 @@ class Settings:
             )
         if not self.database_url:
             raise ValidationError("database_url", "must not be empty")
+        if self.replica_url and not self.replica_url.startswith(("postgresql://", "postgres://")):
+            raise ValidationError("replica_url", "must be a postgresql:// URL")
         if self.pgbouncer not in ("", "session", "transaction"):
             raise ValidationError(
                 "pgbouncer", f"must be empty, 'session' or 'transaction', got {self.pgbouncer!r}"

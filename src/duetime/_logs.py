@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import orjson
 
@@ -134,11 +134,21 @@ class TextFormatter(logging.Formatter):
         return f"{first} [{' '.join(fields)}]{newline}{rest}"
 
 
+class _StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes each record to ``sys.stderr`` as it is when the record is emitted, never to a
+    stream captured at configuration that has since been replaced or closed (an embedding
+    program's, or a test runner's)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure(level: str = "info", fmt: str = "text", stream: Any = None) -> None:
     """Log to stderr (or ``stream``) at ``level`` in ``fmt`` ("text" or "json")."""
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = logging.StreamHandler(stream) if stream else _StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RunContextFilter())
     root = logging.getLogger()

@@ -116,6 +116,9 @@ class OutboxRetry:
 class OutboxStore(Protocol):
     """The store's outbox methods (``store/_sql_outbox.py``; SQL in ``queries/outbox.sql``)."""
 
+    run_events: RunEvents | None
+    """The operator's run events, set by the process that opened the store (None: none)."""
+
     async def outbox_claim(self, params: OutboxClaimParams) -> list[OutboxRow]: ...
 
     async def outbox_sent(self, ids: Sequence[int], now: datetime | None = None) -> int:
@@ -152,3 +155,40 @@ class OutboxStore(Protocol):
     async def outbox_prune(self, before: datetime, limit: int = 1000) -> int:
         """Delete up to ``limit`` rows sent before ``before``. Returns how many."""
         ...
+
+
+RUN_EVENT_KINDS = ("started", "succeeded", "retrying", "dead", "cancelled", "skipped")
+"""Run events an operator may publish (docs/brokers.md, "Run events"): a run started; ended
+succeeded, dead or cancelled; failed an attempt with a retry scheduled (``retrying``); or an
+occurrence was skipped (at start, by its overlap policy; by its misfire policy; or by the
+scheduler, which then publishes one event per recorded skip range, with no run)."""
+
+COMPLETION_EVENTS = frozenset({"succeeded", "retrying", "dead", "cancelled"})
+START_EVENTS = frozenset({"started", "skipped"})
+SKIP_EVENTS = frozenset({"skipped"})
+STARTED_EVENTS = frozenset({"started"})
+
+NO_RUN = uuid.UUID(int=0)
+"""The outbox's ``run_id`` of a skip event of occurrences that never became runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvents:
+    """The operator's run events (``DUETIME_RUN_EVENTS``, parsed by
+    ``targets/brokers/events.py``): the events of ``kinds`` of the runs of ``tenants`` (None:
+    every tenant) are written to the outbox for ``target`` (a broker target naming
+    ``connection``) in the transaction of the change each reports. A store with none set
+    (``Store.run_events``) writes no event and its statements are as they were."""
+
+    connection: str
+    target: Mapping[str, Any]
+    kinds: frozenset[str]
+    tenants: frozenset[str] | None = None
+
+    def sql_params(self, kinds: frozenset[str]) -> dict[str, Any]:
+        """The parameters of the event statements for those of ``kinds`` that are wanted."""
+        return {
+            "connection": self.connection,
+            "kinds": sorted(self.kinds & kinds),
+            "tenants": None if self.tenants is None else sorted(self.tenants),
+        }

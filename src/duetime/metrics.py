@@ -82,6 +82,10 @@ DURATION_BUCKETS = (
     3600.0,
 )
 
+RENEWAL_BUCKETS = (0.5, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 5.0, 10.0, 30.0)
+"""Renewal gaps: renewals run every third of a lease (1 s by default), so the buckets are
+dense around it and at two thirds of the default 3 s leases (2 s), the alert's threshold."""
+
 StatsSource = Callable[[], Awaitable[ClusterStats]]
 
 
@@ -222,6 +226,22 @@ class Metrics:
         )
         self.outbox_dead = Gauge(
             "duetime_outbox_dead", "Broker messages refused for good (dead messages).", registry=r
+        )
+        self.partitions_held = Gauge(
+            "duetime_partitions_held",
+            "Job partitions whose lease this scheduler held at its last renewal (leased "
+            "partitions; 0 after it left; docs/reliability.md).",
+            ("node",),
+            registry=r,
+        )
+        self.lease_renewal_gap = Histogram(
+            "duetime_lease_renewal_gap_seconds",
+            "Time between two successive successful renewals of this node's lease: "
+            "lease=leader (while it leads) or partitions. They run every third of the lease; "
+            "a gap near the lease means it nearly lapsed.",
+            ("lease",),
+            buckets=RENEWAL_BUCKETS,
+            registry=r,
         )
         self.cluster = ClusterCollector()
         r.register(self.cluster)

@@ -88,6 +88,13 @@ def test_burndown_sqlite() -> None:
     assert "runs/s" in out
 
 
+def test_sqlite_firing_times_each_step() -> None:
+    out = bench("sqlite_firing", "--jobs", "60", "--repeat", "1")
+    assert "sqlite firing N=60:" in out
+    assert "materialize" in out
+    assert "complete" in out
+
+
 @pytest.mark.postgres
 def test_fire_postgres(pg_database: str) -> None:
     out = bench(

@@ -146,9 +146,9 @@ def test_bad_targets_and_arguments(invoke: Invoke, tmp_path: Path) -> None:
     file = tmp_path / "jobs.jsonl"
     file.write_text("")
     assert_usage_error(
-        invoke("jobs", "import", str(file), "--celery-beat", "json:x"), "either FILE.jsonl"
+        invoke("jobs", "import", str(file), "--celery-beat", "json:x"), "give one of FILE.jsonl"
     )
-    assert_usage_error(invoke("jobs", "import"), "either FILE.jsonl")
+    assert_usage_error(invoke("jobs", "import"), "give one of FILE.jsonl")
 
 
 def test_wildcard_fields_stay_wildcards_for_the_dst_rule() -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from duetime import AsyncApp
 from duetime._config import Settings
 from duetime.registration import JobSpec
-from duetime.scheduler.materializer import PACE_AHEAD, _RecordingPlanner
+from duetime.scheduler.materializer import PACE_AHEAD, _RecordingPlanner, paced
 
 
 async def test_a_paced_tick_materializes_every_occurrence_within_the_horizon(
@@ -46,9 +46,19 @@ async def test_only_batches_whose_occurrences_are_all_far_ahead_are_paced(
                 planner(jobs[name], now, now + timedelta(seconds=60))
             return planner.planned
 
-        assert materializer._far_ahead(batch("far"))
-        assert not materializer._far_ahead(batch("far", "near"))  # one imminent: no pause
-        assert not materializer._far_ahead([])
+        assert materializer._far_ahead(batch("far"), 0.0)
+        assert not materializer._far_ahead(batch("far", "near"), 0.0)  # one imminent: no pause
+        assert not materializer._far_ahead([], 0.0)
+        # the tick spent 3 s on this burst: 7 s of lead left is less than 2 ticks + twice that
+        assert not materializer._far_ahead(batch("far"), 3.0)
+
+
+def test_a_burst_stops_being_paced_once_the_tick_spent_half_the_lead_left() -> None:
+    tick = 1.0
+    assert paced(10.0, 0.0, tick)  # a burst 10 s ahead, first batch
+    assert paced(10.0, 4.0, tick)  # 10 >= 2 + 8
+    assert not paced(10.0, 4.5, tick)  # 10 < 2 + 9: the rest at full speed
+    assert not paced(PACE_AHEAD * tick - 0.1, 0.0, tick)  # imminent: never paced
 
 
 async def test_a_stop_ends_a_paced_tick_at_its_pause(store_url: str) -> None:

@@ -4,36 +4,14 @@ the pure condition builder is checked on its own."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from duetime._types import BreakerState, WorkerInfo
-from duetime.maintenance.alerts import AlertEvaluator
 from duetime.maintenance.breaker_alerts import breaker_conditions
-from tests.observability.test_alerts import (
-    PATH,
-    alerting_app,
-    lead,
-    messages,
-    settle,
-    until_message,
-)
-from tests.targets.receiver import Receiver, Reply
+from tests.observability.alertkit import alerting, lead, messages, settle, until_message
+from tests.targets.receiver import Receiver
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    r.plan(PATH, Reply(200))
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 def test_only_breakers_open_long_enough_make_one_condition_per_key() -> None:
@@ -58,9 +36,7 @@ def test_only_breakers_open_long_enough_make_one_condition_per_key() -> None:
 async def test_a_breaker_left_open_fires_once_and_resolves_when_it_closes(
     store_url: str, receiver: Receiver
 ) -> None:
-    app = await alerting_app(store_url, receiver, alert_breaker_open_after=60.0)
-    evaluator = AlertEvaluator(app.store, app.settings)
-    try:
+    async with alerting(store_url, receiver, alert_breaker_open_after=60.0) as (app, evaluator):
         fence = await lead(app)
         now = await app.store.db_now()
         await app.store.worker_register(
@@ -76,6 +52,3 @@ async def test_a_breaker_left_open_fires_once_and_resolves_when_it_closes(
         assert len(messages(receiver, "breaker_open")) == 1
         await app.store.breakers_report("w1", [])  # it closed
         await until_message(evaluator, fence, receiver, "breaker_open", "resolved")
-    finally:
-        await evaluator.close()
-        await app.close()

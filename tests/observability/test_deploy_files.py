@@ -29,6 +29,8 @@ def exported() -> set[str]:
     m.run_ended("t", "k", "dead", "x")
     m.run_ended("t", "k", "succeeded")
     m.skipped("t", "k", "misfire_skip")
+    m.partitions_held.labels("n").set(128)
+    m.lease_renewal_gap.labels("leader").observe(1.0)
     return {s.name for family in registry.collect() for s in family.samples}
 
 

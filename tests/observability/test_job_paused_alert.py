@@ -4,38 +4,16 @@ the job is resumed."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from duetime import AsyncApp
 from duetime._types import AttemptOutcome, JobStatus, RunState
 from duetime.app.lifecycle import LifecyclePass
-from duetime.maintenance.alerts import AlertEvaluator
 from duetime.store.base import RunCompletion, RunsClaimParams, RunsCompleteParams
-from tests.observability.test_alerts import (
-    PATH,
-    alerting_app,
-    lead,
-    messages,
-    settle,
-    until_message,
-)
-from tests.targets.receiver import Receiver, Reply
+from tests.observability.alertkit import alerting, lead, messages, settle, until_message
+from tests.targets.receiver import Receiver
 
 TASK = "a.doomed"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    r.plan(PATH, Reply(200))
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 async def die(app: AsyncApp, job: Any) -> None:
@@ -63,11 +41,9 @@ async def die(app: AsyncApp, job: Any) -> None:
 async def test_the_nth_dead_run_pauses_the_job_with_an_alert_until_resumed(
     store_url: str, receiver: Receiver
 ) -> None:
-    app = await alerting_app(store_url, receiver)
-    app.registry.register(TASK, lambda: None)
-    evaluator = AlertEvaluator(app.store, app.settings)
-    lifecycle = LifecyclePass(app.store, lambda tenant: app.for_tenant(tenant).jobs)
-    try:
+    async with alerting(store_url, receiver) as (app, evaluator):
+        app.registry.register(TASK, lambda: None)
+        lifecycle = LifecyclePass(app.store, lambda tenant: app.for_tenant(tenant).jobs)
         fence = await lead(app)
         job = await app.schedule("doomed", task=TASK, cron="0 3 * * *", overlap="allow")
         await app.pause_on_failure(job.id, 2)
@@ -95,6 +71,3 @@ async def test_the_nth_dead_run_pauses_the_job_with_an_alert_until_resumed(
         # the streak counts from the resume: one more dead run is not two
         await die(app, job)
         assert await lifecycle.run_once(fence) == (0, 0)
-    finally:
-        await evaluator.close()
-        await app.close()

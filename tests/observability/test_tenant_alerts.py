@@ -7,68 +7,54 @@ it), where the installation's are the operator's. Setting them: both stores, fie
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from duetime import AsyncApp
 from duetime.errors import ValidationError
-from duetime.maintenance.alerts import AlertEvaluator
 from duetime.targets.http import sign
-from tests.observability.obskit import worker
-from tests.observability.test_alerts import (
-    PATH,
+from tests.observability.alertkit import (
+    NO_WORKER_SOON,
+    ORPHAN,
+    alerting,
     alerting_app,
     lead,
+    serve_orphan,
     settle,
     until_message,
 )
+from tests.observability.obskit import worker
 from tests.targets.receiver import Receiver, Reply
 from tests.waiting import eventually
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    for path in (PATH, "/acme", "/globex"):
-        r.plan(path, Reply(200))
-    try:
-        yield r
-    finally:
-        await r.stop()
+def receiver(receiver: Receiver) -> Receiver:
+    """The alerts' receiver (conftest) answering 200 at each tenant's path too."""
+    for path in ("/acme", "/globex"):
+        receiver.plan(path, Reply(200))
+    return receiver
 
 
 async def _orphaned(app: AsyncApp, tenant: str) -> None:
     """A run of ``tenant`` due for a task whose only worker stopped: a `no_worker` incident."""
-    async with worker(app, ["a.orphan"]):
+    async with worker(app, [ORPHAN]):
         pass
-    await app.for_tenant(tenant).schedule("orphan", task="a.orphan", now=True)
+    await app.for_tenant(tenant).schedule("orphan", task=ORPHAN, now=True)
 
 
 async def test_a_tenants_incidents_also_go_to_its_own_webhooks(
     store_url: str, receiver: Receiver
 ) -> None:
-    app = await alerting_app(
-        store_url,
-        receiver,
-        alert_no_worker_after=0.5,
-        worker_stale_after=1.0,
-        http_allow_hosts="127.0.0.1",
-    )
-
-    @app.task("a.orphan")
-    async def orphan(ctx, payload):  # type: ignore[no-untyped-def]
-        return None
-
-    acme, globex = app.for_tenant("acme"), app.for_tenant("globex")
-    assert await acme.tenant_alert_webhooks() == []
-    mine = [receiver.url("/acme")]
-    assert await acme.tenant_alert_webhooks_set(mine + mine) == mine  # duplicates dropped
-    await globex.tenant_alert_webhooks_set([receiver.url("/globex")])
-    evaluator = AlertEvaluator(app.store, app.settings)
-    try:
+    loopback = {**NO_WORKER_SOON, "http_allow_hosts": "127.0.0.1"}
+    async with alerting(store_url, receiver, **loopback) as (app, evaluator):
+        serve_orphan(app)
+        acme, globex = app.for_tenant("acme"), app.for_tenant("globex")
+        assert await acme.tenant_alert_webhooks() == []
+        mine = [receiver.url("/acme")]
+        assert await acme.tenant_alert_webhooks_set(mine + mine) == mine  # duplicates dropped
+        await globex.tenant_alert_webhooks_set([receiver.url("/globex")])
         fence = await lead(app)
         await _orphaned(app, "acme")
         await app.materializer().run_once()
@@ -91,25 +77,16 @@ async def test_a_tenants_incidents_also_go_to_its_own_webhooks(
         assert receiver.hits_of("/globex") == []  # another tenant's incident: not globex's
         (incident,) = await acme.incidents(firing=True)
         assert incident.fired_sent_at is not None
-    finally:
-        await evaluator.close()
-        await app.close()
 
 
 async def test_a_tenants_webhook_is_held_to_the_webhook_host_policy(
     store_url: str, receiver: Receiver
 ) -> None:
     # no http_allow_hosts: loopback is refused for the tenant's URL, not for the operator's
-    app = await alerting_app(store_url, receiver, alert_no_worker_after=0.5, worker_stale_after=1.0)
-
-    @app.task("a.orphan")
-    async def orphan(ctx, payload):  # type: ignore[no-untyped-def]
-        return None
-
-    acme = app.for_tenant("acme")
-    await acme.tenant_alert_webhooks_set([receiver.url("/acme")])
-    evaluator = AlertEvaluator(app.store, app.settings)
-    try:
+    async with alerting(store_url, receiver, **NO_WORKER_SOON) as (app, evaluator):
+        serve_orphan(app)
+        acme = app.for_tenant("acme")
+        await acme.tenant_alert_webhooks_set([receiver.url("/acme")])
         fence = await lead(app)
         await _orphaned(app, "acme")
         await app.materializer().run_once()
@@ -120,9 +97,6 @@ async def test_a_tenants_webhook_is_held_to_the_webhook_host_policy(
         assert receiver.url("/acme") in incident.last_delivery_error
         assert "127.0.0.1" in incident.last_delivery_error
         assert receiver.hits_of("/acme") == []  # refused before connecting
-    finally:
-        await evaluator.close()
-        await app.close()
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,10 @@ from datetime import timedelta
 
 from duetime import Permanent, Retry, RunContext
 from duetime._monitoring import AlertKind
-from duetime.maintenance.alerts import AlertEvaluator
 from duetime.testing import FrozenApp, FrozenClock, drain
 from duetime.workflows.definition import Workflow
 from duetime.workflows.engine import InstanceState
-from tests.observability.test_alerts import lead
+from tests.observability.alertkit import evaluating, lead
 
 WORKFLOW = {"type": "workflow", "name": "nightly"}
 
@@ -37,8 +36,7 @@ async def test_a_failed_instance_fires_once_and_resolves_when_retried(
         await drain(app)
         [instance] = await app.workflows.instances(job=job.id)
         assert instance.state is InstanceState.FAILED
-        evaluator = AlertEvaluator(app.store, app.settings)
-        try:
+        async with evaluating(app) as evaluator:
             fence = await lead(app)
             done = await evaluator.run_once(fence)
             [incident] = [i for i in done.opened if i.kind is AlertKind.WORKFLOW_FAILED]
@@ -67,8 +65,6 @@ async def test_a_failed_instance_fires_once_and_resolves_when_retried(
             assert {AlertKind.WORKFLOW_FAILED, AlertKind.RUN_DEAD} <= set(resolved)
             assert resolved[AlertKind.WORKFLOW_FAILED].subject == str(instance.id)
             assert "retried" in (resolved[AlertKind.WORKFLOW_FAILED].resolution or "")
-        finally:
-            await evaluator.close()
 
 
 async def test_an_instance_over_its_sla_fires_and_resolves_when_it_ends(
@@ -89,8 +85,7 @@ async def test_an_instance_over_its_sla_fires_and_resolves_when_it_ends(
         await drain(app)  # the step failed once, its retry an hour away: the instance runs
         [instance] = await app.workflows.instances(job=job.id)
         assert instance.state is InstanceState.RUNNING
-        evaluator = AlertEvaluator(app.store, app.settings)
-        try:
+        async with evaluating(app) as evaluator:
             fence = await lead(app)
             early = await evaluator.run_once(fence)
             assert [i for i in early.opened if i.kind is AlertKind.WORKFLOW_SLA_MISSED] == []
@@ -107,5 +102,3 @@ async def test_an_instance_over_its_sla_fires_and_resolves_when_it_ends(
             done = await evaluator.run_once(fence)
             mine = [i for i in done.resolved if i.kind is AlertKind.WORKFLOW_SLA_MISSED]
             assert [i.subject for i in mine] == [str(instance.id)]
-        finally:
-            await evaluator.close()

@@ -21,12 +21,6 @@ ONLY_POSTGRES = {
     "jobs_bulk_copy": "bulk COPY (docs/decisions/0007); SQLite uses one executemany of "
     "jobs_bulk_insert",
     "jobs_bulk_stage": "the COPY's transaction-local staging table (docs/decisions/0007)",
-    "runs_start_keyed_info": "the pipelined start batch's keyed path (docs/decisions/0006): "
-    "its three reads share one round trip; SQLite starts keyed runs one by one (_start_one)",
-    "runs_started_by_key": "the pipelined start batch: each key's started runs, counted once",
-    "runs_start_skip": "the pipelined start batch: one statement per verdict",
-    "runs_start_defer": "the pipelined start batch: one statement per verdict",
-    "runs_start_judged": "the pipelined start batch: one statement per verdict",
     "attempts_insert": "attempt rows from column arrays (unnest); SQLite records one row at a "
     "time (attempt_record), keeping a takeover's record replaceable",
     "run_trigger_by_id_audited": "the trigger with its audit record in one statement (a "
@@ -36,14 +30,18 @@ ONLY_POSTGRES = {
     "(docs/decisions/0024); SQLite's store refuses it",
     "enlist_enter": "as enlist_home: duetime's schema set in the caller's transaction",
     "enlist_leave": "as enlist_home: the caller's search path put back",
+    "workflow_items_insert": "a mapped step's expansion from the source's list in one "
+    "statement (docs/decisions/0034); SQLite inserts the items' runs and rows it built "
+    "(runs_insert, workflow_steps_insert)",
 }
 
 ONLY_SQLITE = {
     "attempt_record": "one attempt row (see attempts_insert)",
     "attempts_record": "a completion batch's attempts: PostgreSQL's runs_complete writes them "
     "in the same one statement (docs/decisions/0003)",
-    "runs_start_keyed": "which runs of a start batch take the one-by-one keyed path "
-    "(PostgreSQL: runs_start returns their keys)",
+    "runs_insert_values": "the materializer's runs with their values bound as parameters: "
+    "SQLite's json_extract per field cost 3.5 times as much (PostgreSQL's jsonb_to_recordset "
+    "reads the JSON once)",
 }
 
 

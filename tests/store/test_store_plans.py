@@ -114,9 +114,13 @@ def _check(name: str, document: Any) -> list[dict[str, Any]]:
 
 def _reads_runs_by_primary_key(nodes: list[dict[str, Any]]) -> bool:
     """``runs`` is read only through its primary key (never through a partial index of running
-    runs, whose statistics rarely know how many runs are in flight; never sequentially)."""
+    runs, whose statistics rarely know how many runs are in flight; never sequentially). In the
+    hash-partitioned layout, through each partition's (``runs_p000_063_pkey``)."""
     used = {n["Index Name"] for n in nodes if n.get("Index Name", "").startswith("runs_")}
-    assert used == {"runs_pkey"}, f"runs read through {sorted(used)}"
+    assert used, "runs not read through an index"
+    assert all(re.fullmatch(r"runs_(p\d{3}_\d{3}_)?pkey", u) for u in used), (
+        f"runs read through {sorted(used)}"
+    )
     return True
 
 
@@ -141,10 +145,14 @@ def _clone(
     )
 
 
-@pytest.fixture
-def seeded(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+@pytest.fixture(params=[1, 4], ids=["one-table", "hash-partitioned"])
+def seeded(
+    pg_url: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[psycopg.Connection[Any], str]]:
     """A migrated schema with RUNS runs of one job (a quarter finished, with attempts), a
-    quarter as many other jobs, and fresh statistics."""
+    quarter as many other jobs, and fresh statistics; in the default layout, and with runs in 4
+    partitions by job partition key (docs/decisions/0033), the runs then spread over the other
+    jobs so that every partition holds some."""
     import asyncio
 
     async def make() -> str:
@@ -180,11 +188,44 @@ def seeded(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], str]]:
             "SELECT id, 1, job_id, tenant, 1, 'w', now(), now(), now(), 'succeeded' "
             "FROM runs WHERE state = 'succeeded'"
         )
+        if request.param > 1:
+            _spread_and_partition(conn, pg_url, request.param)
         conn.execute("ANALYZE")
         conn.autocommit = False
         conn.execute("SET jit = off")
         yield conn, template
         conn.rollback()
+
+
+def _spread_and_partition(conn: psycopg.Connection[Any], url: str, count: int) -> None:
+    """Give the cloned jobs partition keys of their own (the hash of their ids, as
+    ``registration.partition_of`` does), move every run but the template's to one of them, and
+    partition runs into ``count`` through the store."""
+    import asyncio
+
+    from duetime.store import create_store
+
+    conn.execute("UPDATE jobs SET partition_key = get_byte(sha256(uuid_send(id)), 0)")
+    conn.execute(
+        "WITH j AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM jobs "
+        "WHERE name LIKE 'plan-%') "
+        "UPDATE runs r SET job_id = j.id, partition_key = NULL FROM j "
+        "WHERE r.idempotency_key LIKE 'plan:%' "
+        "AND j.n = abs(hashtext(r.id::text)) % (SELECT count(*) FROM j)"
+    )
+
+    async def partition() -> None:
+        store = create_store(url)
+        await store.open()
+        try:
+            assert await store.runs_partition_by_key(count)
+        finally:
+            await store.close()
+
+    asyncio.run(partition())
+    spread = conn.execute("SELECT count(DISTINCT tableoid) AS parts FROM runs").fetchone()
+    assert spread is not None
+    assert spread["parts"] == count
 
 
 def _claim_params(**overrides: Any) -> dict[str, Any]:
@@ -327,3 +368,33 @@ def test_the_hot_statements_stay_on_their_indexes(
 
 def _fields(completion: RunCompletion) -> dict[str, Any]:
     return {name: getattr(completion, name) for name in completion.__slots__}  # type: ignore[attr-defined]
+
+
+def test_a_page_of_jobs_seeks_to_its_cursor(pg_url: str) -> None:
+    """A page of jobs after a cursor starts at the cursor in (tenant, name) in its generic
+    plan (the one a prepared statement keeps): it once walked every earlier name and filtered
+    it out (5,000 rows for the last page of 5,000 jobs, a million for a million)."""
+    import asyncio
+
+    async def make() -> None:
+        async with AsyncApp(
+            settings=Settings(database_url=pg_url), tenant="pages", migrate=True
+        ) as app:
+            await app.schedule("page", task="duetime.noop", every=3600, allow_unregistered=True)
+
+    asyncio.run(make())
+    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
+        _clone(conn, "jobs", {"id": "gen_random_uuid()", "name": "'page-' || g"}, 5000, "")
+        conn.execute("ANALYZE jobs")
+        params = {
+            "tenant": "pages",
+            "status": None,
+            "name_prefix": None,
+            "tag": None,
+            "after_name": "page-4",
+            "limit": 51,
+        }
+        nodes = _check("job_list", _generic_plan(conn, "job_list", params))
+        conn.rollback()
+    removed = sum(n.get("Rows Removed by Filter", 0) for n in nodes)
+    assert removed < 51, f"job_list walked {removed} names before its cursor"

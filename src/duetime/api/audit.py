@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from duetime.api.auth import Admin
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import Cursor, Limit
-from duetime.api.schemas import NO_NUL
+from duetime.api.schemas import NO_NUL, PageOut
 
 Text = Annotated[str | None, Query(max_length=200, pattern=NO_NUL)]
 
@@ -37,9 +37,8 @@ class AuditOut(BaseModel):
     )
 
 
-class AuditPage(BaseModel):
+class AuditPage(PageOut):
     items: list[AuditOut]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
 
 
 class ListAudit(Endpoint):
@@ -71,8 +70,7 @@ class ListAudit(Endpoint):
             limit=limit,
             cursor=cursor,
         )
-        items = [AuditOut.model_validate(r, from_attributes=True) for r in page.items]
-        return AuditPage(items=items, next_cursor=page.next_cursor)
+        return AuditPage.of(page, lambda r: AuditOut.model_validate(r, from_attributes=True))
 
 
 ENDPOINTS: tuple[type[Endpoint], ...] = (ListAudit,)

@@ -40,6 +40,7 @@ from duetime.api.problems import (
 )
 from duetime.api.ratelimit import RateLimiter, client_key
 from duetime.app import AsyncApp
+from duetime.app.reads import Reads, ReadSide
 from duetime.errors import NotFound
 
 DEFAULT_TENANT = "default"
@@ -69,6 +70,8 @@ class ApiState:
     """Requests per tenant."""
     auth_failures: RateLimiter
     """Unknown or revoked keys per client address."""
+    reads: ReadSide
+    """Where the list and history pages and the gauges read: the replica, else the primary."""
 
 
 _SCOPE_KEY = "duetime.api_key"
@@ -125,6 +128,9 @@ class Caller:
     role: ApiRole
     key: ApiKey | None
     """None when keys are not required and none was given."""
+    reads: Reads
+    """The tenant's list and history reads, from the replica when one is set: never for
+    anything that must be fresh or that decides a write (docs/howto/read-replica.md)."""
 
 
 def state_of(request: Request) -> ApiState:
@@ -170,7 +176,8 @@ class Require:
             raise rate_limited(retry_after, chosen)
         actor = f"key:{key.id}/{role}" if key is not None else f"api:no key/{role}"
         view = state.app.for_tenant(chosen, actor=actor)
-        return Caller(app=view, tenant=chosen, role=role, key=key)
+        reads = state.reads.for_tenant(chosen)
+        return Caller(app=view, tenant=chosen, role=role, key=key, reads=reads)
 
 
 Viewer = Annotated[Caller, Depends(Require(ApiRole.VIEWER))]

@@ -25,8 +25,8 @@ class ListDeadLetters(Endpoint):
         cursor: Cursor = None,
     ) -> RunPage:
         job = None if job_id is None else parse_id(job_id, "job")
-        page = await caller.app.runs(job, state=RunState.DEAD, limit=limit, cursor=cursor)
-        return RunPage(items=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
+        page = await caller.reads.runs(job, state=RunState.DEAD, limit=limit, cursor=cursor)
+        return RunPage.of(page, RunOut.of)
 
 
 class ReplayDeadLetter(Endpoint):

@@ -39,6 +39,7 @@ from duetime.api.auth import ApiState
 from duetime.api.guard import ApiGuard
 from duetime.api.ratelimit import RateLimiter, failure_limiter
 from duetime.app import AsyncApp
+from duetime.app.reads import ReadSide, primary_reads
 
 PREFIX = "/api/v1"
 OPENAPI_URL = PREFIX + "/openapi.json"
@@ -86,9 +87,17 @@ _BODY_ERRORS = {
 }
 
 
-def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required: bool) -> FastAPI:
+def create_api(
+    app: AsyncApp,
+    settings: Settings | None = None,
+    *,
+    auth_required: bool,
+    reads: ReadSide | None = None,
+) -> FastAPI:
     """The API over ``app`` (open). ``settings`` default to the app's (``api_rate_limit``,
-    ``api_auth_failures``, ``api_allowed_hosts``, ``api_max_body_bytes``)."""
+    ``api_auth_failures``, ``api_allowed_hosts``, ``api_max_body_bytes``). ``reads``: where
+    the list and history pages and the gauges read (``app.reads.open_reads``); default: the
+    app's primary store."""
     settings = settings or app.settings
     api = FastAPI(
         title="duetime",
@@ -104,6 +113,7 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
         auth_required=auth_required,
         limiter=RateLimiter(settings.api_rate_limit),
         auth_failures=failure_limiter(settings.api_auth_failures),
+        reads=reads or primary_reads(lambda: app.store, settings),
     )
     api.state.duetime = state
     api.add_middleware(ApiGuard, state=state, settings=settings)
@@ -119,7 +129,7 @@ def create_api(app: AsyncApp, settings: Settings | None = None, *, auth_required
         endpoint.mount(root)
     api.include_router(root)
     docs.install(api, OPENAPI_URL)
-    monitoring.install_metrics(api, app)  # /metrics
+    monitoring.install_metrics(api, app, state.reads)  # /metrics
     dashboard.install(api)  # the dashboard at /
 
     def openapi() -> dict[str, Any]:

@@ -28,6 +28,7 @@ from duetime._config import Settings
 from duetime.api.factory import create_api
 from duetime.api.guard import is_loopback
 from duetime.app import AsyncApp
+from duetime.app.reads import ReadSide, open_reads
 from duetime.errors import DuetimeError
 
 __all__ = ["ApiServer", "ListenError", "is_loopback"]
@@ -151,8 +152,17 @@ class ApiServer:
         """Serve until ``stop`` is set. Raises ListenError when the address cannot be bound."""
         sock = self._bind()
         settings = self.app.settings
+        try:
+            async with open_reads(lambda: self.app.store, settings) as reads:
+                await self._serve(sock, settings, reads, stop)
+        finally:
+            sock.close()
+
+    async def _serve(
+        self, sock: socket.socket, settings: Settings, reads: ReadSide, stop: asyncio.Event
+    ) -> None:
         config = uvicorn.Config(
-            create_api(self.app, settings, auth_required=self.auth_required),
+            create_api(self.app, settings, auth_required=self.auth_required, reads=reads),
             http=guarded_protocol(settings),
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             limit_concurrency=settings.api_max_connections or None,
@@ -175,4 +185,3 @@ class ApiServer:
             server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
-            sock.close()

@@ -105,7 +105,7 @@ class ListJobs(Endpoint):
         page = await caller.app.jobs.find(
             status=status, name_prefix=name_prefix, tag=tag, limit=limit, cursor=cursor
         )
-        return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
+        return JobPage.of(page, JobOut.of)
 
 
 class GetJob(Endpoint):
@@ -248,8 +248,8 @@ class ListJobRuns(Endpoint):
         limit: Limit = 100,
         cursor: Cursor = None,
     ) -> RunPage:
-        page = await caller.app.runs(job_key(job_id), state=state, limit=limit, cursor=cursor)
-        return RunPage(items=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
+        page = await caller.reads.runs(job_key(job_id), state=state, limit=limit, cursor=cursor)
+        return RunPage.of(page, RunOut.of)
 
 
 ENDPOINTS: tuple[type[Endpoint], ...] = (

@@ -56,7 +56,7 @@ class GetJobHistory(Endpoint):
         limit: Limit = 50,
         before: Annotated[int | None, Query(ge=1)] = None,
     ) -> JobHistory:
-        events = await caller.app.job_history(job_key(job_id), limit=limit, before=before)
+        events = await caller.reads.job_history(job_key(job_id), limit=limit, before=before)
         return JobHistory(items=[JobEventOut.of(e) for e in events])
 
 

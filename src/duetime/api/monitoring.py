@@ -28,6 +28,7 @@ from duetime.api.params import JobId, job_key
 from duetime.api.problems import unauthorized
 from duetime.api.schemas import fields_from
 from duetime.app import AsyncApp
+from duetime.app.reads import ReadSide
 from duetime.errors import ValidationError
 from duetime.explain import Explanation
 from duetime.metrics import metrics
@@ -255,8 +256,8 @@ class StatsCache:
     """One cluster-stats read per ``STATS_MAX_AGE`` for the whole API process (the metrics
     gauges and every dashboard reader share it)."""
 
-    def __init__(self, app: AsyncApp) -> None:
-        self.app = app
+    def __init__(self, reads: ReadSide) -> None:
+        self.reads = reads
         self.stats: ClusterStats | None = None
         self._read_at = 0.0
         self._lock = asyncio.Lock()
@@ -264,7 +265,7 @@ class StatsCache:
     async def get(self) -> ClusterStats:
         async with self._lock:
             if self.stats is None or time.monotonic() - self._read_at >= STATS_MAX_AGE:
-                self.stats = await self.app.cluster_stats()
+                self.stats = await self.reads.cluster_stats()
                 self._read_at = time.monotonic()
             return self.stats
 
@@ -421,9 +422,10 @@ TAG = {
 }
 
 
-def install_metrics(api: FastAPI, app: AsyncApp) -> None:
-    """``/metrics`` (outside ``/api/v1``) and the stats cache it shares with the endpoints."""
-    cache = StatsCache(app)
+def install_metrics(api: FastAPI, app: AsyncApp, reads: ReadSide) -> None:
+    """``/metrics`` (outside ``/api/v1``) and the stats cache it shares with the endpoints,
+    read through ``reads`` (the replica when one is set)."""
+    cache = StatsCache(reads)
     api.state.duetime_stats = cache
     registry = metrics()
 

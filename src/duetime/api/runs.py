@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from duetime._types import RunState
+from duetime._types import Run, RunState
 from duetime.api.auth import Operator, Viewer
 from duetime.api.endpoint import Endpoint
 from duetime.api.params import Cursor, JobFilter, Limit, RunId
-from duetime.api.schemas import NO_NUL, RunDetail, RunOut, parse_id
+from duetime.api.schemas import NO_NUL, PageOut, RunDetail, RunOut, parse_id
 
 TaskFilter = Annotated[
     str | None, Query(max_length=200, pattern=NO_NUL, description="Only runs of this task.")
@@ -27,9 +27,8 @@ class RunListItem(RunOut):
     duration_seconds: float | None = Field(description="started → finished; null until both.")
 
 
-class RunListPage(BaseModel):
+class RunListPage(PageOut):
     items: list[RunListItem]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
 
 
 class ListRuns(Endpoint):
@@ -53,21 +52,21 @@ class ListRuns(Endpoint):
         until: Annotated[datetime | None, Query(description="Scheduled before.")] = None,
     ) -> RunListPage:
         job = None if job_id is None else parse_id(job_id, "job")
-        page = await caller.app.runs(
+        page = await caller.reads.runs(
             job, state=state, limit=limit, cursor=cursor, task=task, since=since, until=until
         )
-        workers = await caller.app.monitoring.last_workers([r.id for r in page.items])
-        items = [
-            RunListItem(
+        workers = await caller.reads.last_workers([r.id for r in page.items])
+
+        def item(r: Run) -> RunListItem:
+            return RunListItem(
                 **RunOut.fields_of(r),
                 worker=r.lease_owner or workers.get(r.id),
                 duration_seconds=None
                 if r.started_at is None or r.finished_at is None
                 else (r.finished_at - r.started_at).total_seconds(),
             )
-            for r in page.items
-        ]
-        return RunListPage(items=items, next_cursor=page.next_cursor)
+
+        return RunListPage.of(page, item)
 
 
 class GetRun(Endpoint):

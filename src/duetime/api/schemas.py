@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
@@ -28,6 +29,7 @@ from duetime._types import (  # an import list like other modules': not logic
     MisfirePolicy,
     Occurrence,
     OverlapPolicy,
+    Page,
     RetryPolicy,
     Run,
     RunState,
@@ -39,6 +41,7 @@ from duetime.errors import NotFound, ValidationError
 from duetime.registration import MAX_JITTER, PRIORITY_MAX, PRIORITY_MIN, RetryChanges
 from duetime.schedules import parse_every as parse_every_text
 
+T = TypeVar("T")
 NO_NUL = r"^[^\x00]*$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 MAX_SECONDS = 10 * 366 * 86400.0
@@ -598,9 +601,21 @@ class PauseOut(BaseModel):
     until: datetime | None = Field(description="When it resumes by itself (null: never).")
 
 
-class JobPage(BaseModel):
-    items: list[JobOut]
+class PageOut(BaseModel):
+    """A page of a list; a subclass narrows ``items`` to ``list[<Item>Out]`` (the fields keep
+    this order in the JSON and the OpenAPI document)."""
+
+    items: list[Any]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
+
+    @classmethod
+    def of(cls, page: Page[T], item: Callable[[T], BaseModel]) -> Self:
+        """The page with ``item(value)`` for each of ``page``'s items."""
+        return cls(items=[item(value) for value in page.items], next_cursor=page.next_cursor)
+
+
+class JobPage(PageOut):
+    items: list[JobOut]
 
 
 # Each *Out declares its dataclass's fields again: a pydantic model per dataclass, for the
@@ -681,9 +696,8 @@ class RunDetail(RunOut):
         return cls(**cls.fields_of(run), attempts=[AttemptOut.of(a) for a in attempts])
 
 
-class RunPage(BaseModel):
+class RunPage(PageOut):
     items: list[RunOut]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
 
 
 class ReplayOut(BaseModel):

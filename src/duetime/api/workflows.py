@@ -356,7 +356,7 @@ class ListInstances(Endpoint):
         limit: Limit = 100,
     ) -> list[InstanceOut]:
         job = None if job_id is None else parse_id(job_id, "job")
-        found = await caller.app.workflows.instances(
+        found = await caller.reads.workflow_instances(
             workflow=workflow, state=state, job=job, limit=limit
         )
         return [InstanceOut.of(i) for i in found]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from duetime._clock import Clock, SystemClock
 from duetime._config import Settings
+from duetime._outbox import RunEvents
 from duetime.app._flat import FlatOperations
 from duetime.app.audit import Audit, check_actor, default_actor
 from duetime.app.bulk import Bulk
@@ -33,6 +34,8 @@ from duetime.maintenance import LeaseReaper, MaintenanceManager
 from duetime.scheduler.materializer import Materializer
 from duetime.store import Pooling, create_store, is_postgres_url
 from duetime.store.base import Store
+from duetime.targets.brokers.config import parse_brokers
+from duetime.targets.brokers.events import parse_run_events
 from duetime.targets.python import TaskFunc, TaskRegistry
 from duetime.worker.completer import CompletionListener
 from duetime.worker.remote import RemoteWorkers
@@ -40,6 +43,12 @@ from duetime.worker.worker import StartListener, Worker
 
 log = logging.getLogger("duetime")
 F = TypeVar("F", bound=TaskFunc)
+
+
+def run_events_of(settings: Settings) -> RunEvents | None:
+    """The run events ``settings`` ask the store to write (``DUETIME_RUN_EVENTS``; None:
+    none), checked against its broker connections. Raises ValidationError naming the field."""
+    return parse_run_events(settings.run_events, parse_brokers(settings.brokers))
 
 
 class AsyncApp(FlatOperations):
@@ -115,6 +124,15 @@ class AsyncApp(FlatOperations):
         heartbeated within ``worker_stale_after`` (raises NodesStillRunning until then)."""
         return await self.store.migrate(alive_within=self.settings.worker_stale_after)
 
+    async def partition_runs(self, count: int) -> bool:
+        """PostgreSQL: partition the runs table into ``count`` by job partition key, offline
+        (docs/howto/hash-partitioning.md): raises NodesStillRunning while a process has
+        heartbeated within ``worker_stale_after``, like :meth:`migrate`. False if it already
+        is; SchemaError on SQLite."""
+        return await self.store.runs_partition_by_key(
+            count, alive_within=self.settings.worker_stale_after
+        )
+
     async def open(self, *, create: bool = True) -> AsyncApp:
         """Connect; on SQLite (or with ``migrate=True``) bring the schema up to date first.
         ``create=False`` (read-only callers such as the CLI's read commands): on SQLite a
@@ -123,6 +141,7 @@ class AsyncApp(FlatOperations):
         if self._store is not None:
             return self
         url = self.settings.database_url
+        run_events = run_events_of(self.settings)
         deadline = time.monotonic() + self.settings.startup_wait
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + self.settings.startup_wait))
         delay = 0.25
@@ -166,6 +185,7 @@ class AsyncApp(FlatOperations):
             except BaseException:
                 await store.close()
                 raise
+        store.run_events = run_events  # written with the changes they report
         self._store = store
         return self
 

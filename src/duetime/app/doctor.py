@@ -3,7 +3,9 @@
 :func:`diagnose` opens the database itself (not through :class:`~duetime.app.AsyncApp`, which
 refuses a schema it does not match: that is one of the things to report) and checks, in order:
 the database answers; its schema is this duetime's; this host's clock agrees with the
-database's; which time-zone rules this process uses; schedulers, a leader and workers are alive
+database's; which time-zone rules this process uses; for PostgreSQL, whether the URL goes
+through PgBouncer's transaction pooling as ``DUETIME_PGBOUNCER`` says, and then the listen URL;
+schedulers, a leader and workers are alive
 (heartbeats within ``worker_stale_after``); nothing is falling behind (occurrences overdue,
 leases expired, due runs of a task no live worker serves); alerts firing. Each check says
 ``ok``, ``warn`` (works, but something will not happen as expected) or ``fail`` (runs will not
@@ -26,7 +28,14 @@ from duetime._monitoring import ClusterStats
 from duetime._redact import redact_url
 from duetime.errors import DuetimeError
 from duetime.schedules import tzdb
-from duetime.store import SCHEMA_VERSION, Pooling, Store, create_store, is_postgres_url
+from duetime.store import (
+    SCHEMA_VERSION,
+    Pooling,
+    Store,
+    create_store,
+    is_postgres_url,
+    probe_pooler,
+)
 from duetime.store.base import IncidentListParams, StatsParams
 from duetime.targets.brokers.checks import check_connections
 from duetime.targets.brokers.config import parse_brokers
@@ -78,6 +87,8 @@ async def diagnose(settings: Settings) -> list[Finding]:
         findings.append(schema)
         findings.append(await _clock(store))
         findings.append(_zone_rules())
+        if is_postgres_url(url):
+            findings += await _pgbouncer(settings)
         if schema.status is not Status.FAIL:
             findings += await _cluster(store, settings)
     finally:
@@ -110,6 +121,93 @@ async def _brokers(settings: Settings) -> list[Finding]:
         return [Finding("brokers", Status.FAIL, str(exc), "fix DUETIME_BROKERS")]
     checks = await check_connections(connections, lambda v: resolve_secrets(v).value)
     return [Finding(f"broker {c.connection}", Status(c.level), c.detail, c.fix) for c in checks]
+
+
+_PGBOUNCER_DOC = "docs/howto/pgbouncer.md"
+
+
+async def _pgbouncer(settings: Settings) -> list[Finding]:
+    """PgBouncer's pooling mode as ``DUETIME_PGBOUNCER`` says and as the database URL behaves,
+    and, under transaction pooling, the listen URL (``duetime.store.probe_pooler``)."""
+    url, setting = settings.database_url, settings.pgbouncer or "unset"
+    try:
+        probe = await probe_pooler(url)
+    except DuetimeError as exc:
+        return [Finding("pgbouncer", Status.WARN, f"could not probe the database URL: {exc}")]
+    seen = (
+        "two client connections ran on one server session"
+        if probe.shares_sessions
+        else f"PgBouncer's console says pool_mode = {probe.pool_mode}"
+    )
+    if probe.transaction_pooling and settings.pgbouncer != "transaction":
+        found = Finding(
+            "pgbouncer",
+            Status.WARN,
+            f"the database URL looks like PgBouncer in transaction pooling mode ({seen}) but "
+            f"DUETIME_PGBOUNCER is {setting}: prepared statements and session settings "
+            "will fail or leak between clients",
+            f"set DUETIME_PGBOUNCER=transaction on every duetime process ({_PGBOUNCER_DOC})",
+        )
+    elif probe.transaction_pooling:
+        found = Finding(
+            "pgbouncer", Status.OK, f"DUETIME_PGBOUNCER=transaction; transaction pooling ({seen})"
+        )
+    elif settings.pgbouncer == "transaction" and probe.console.value == "absent":
+        found = Finding(
+            "pgbouncer",
+            Status.WARN,
+            "DUETIME_PGBOUNCER=transaction but the database URL is PostgreSQL itself (it "
+            "has no PgBouncer console): duetime gives up prepared statements and LISTEN "
+            "for nothing",
+            "unset DUETIME_PGBOUNCER, or point the URL at PgBouncer",
+        )
+    elif probe.pgbouncer:
+        mode = probe.pool_mode or "not transaction pooling as far as can be seen"
+        found = Finding(
+            "pgbouncer", Status.OK, f"PgBouncer ({mode}); DUETIME_PGBOUNCER is {setting}"
+        )
+    else:
+        found = Finding(
+            "pgbouncer",
+            Status.OK,
+            f"no PgBouncer detected in front of the database; DUETIME_PGBOUNCER is {setting}",
+        )
+    findings = [found]
+    if settings.pgbouncer == "transaction" or probe.transaction_pooling:
+        findings.append(await _listen(settings))
+    return findings
+
+
+async def _listen(settings: Settings) -> Finding:
+    """Under transaction pooling: notifications need a direct listen URL."""
+    if not settings.listen_url:
+        return Finding(
+            "listen",
+            Status.WARN,
+            "no DUETIME_LISTEN_URL under transaction pooling: workers claim by polling "
+            "(every DUETIME_WORKER_POLL_INTERVAL), a replaced run is stopped at the next "
+            "heartbeat, the API server reads API keys on every request",
+            f"set DUETIME_LISTEN_URL to a direct URL of the same database ({_PGBOUNCER_DOC})",
+        )
+    where = redact_url(settings.listen_url)
+    try:
+        probe = await probe_pooler(settings.listen_url)
+    except DuetimeError as exc:
+        return Finding(
+            "listen",
+            Status.FAIL,
+            f"DUETIME_LISTEN_URL: {exc}",
+            "fix DUETIME_LISTEN_URL: a direct URL of the same database",
+        )
+    if probe.transaction_pooling:
+        return Finding(
+            "listen",
+            Status.WARN,
+            f"DUETIME_LISTEN_URL {where} goes through transaction pooling too: LISTEN there "
+            "hears nothing once its transaction ends",
+            "point DUETIME_LISTEN_URL at PostgreSQL itself, not PgBouncer",
+        )
+    return Finding("listen", Status.OK, f"notifications from {where}")
 
 
 async def _schema(store: Store) -> Finding:

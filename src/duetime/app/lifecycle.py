@@ -18,7 +18,6 @@ from duetime._types import Job, JobEvent, JobPause, JobStatus
 from duetime.app._service import (
     Scope,
     Service,
-    check_limit,
     check_task,
     check_workflow,
     job_ref,
@@ -26,6 +25,7 @@ from duetime.app._service import (
 from duetime.app.audit import audited
 from duetime.app.bulk import spec_from_mapping
 from duetime.app.jobs import Jobs
+from duetime.app.reads import Reads
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.registration import JobSpec, build_upsert
 from duetime.store.base import JobSetStatusParams, LeaderFence, Store
@@ -80,10 +80,7 @@ class Lifecycle(Service):
         """The job's lifecycle events, newest first (pauses with their notes, resumes —
         ``auto_resumed`` when its pause ended —, ``paused_on_failure``, ``retired``, …);
         ``before`` an event id pages back. NotFound for an unknown job."""
-        check_limit(limit)
-        return await self.store.job_events_list(
-            job_ref(self.tenant, job), limit=limit, before=before
-        )
+        return await Reads(self.store, self.tenant).job_history(job, limit=limit, before=before)
 
     async def pause_on_failure(self, job: str | uuid.UUID, after: int | None) -> Job:
         """Pause the job by itself after ``after`` consecutive dead runs (None: never): when

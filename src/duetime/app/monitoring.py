@@ -5,18 +5,18 @@ explain` reads, gathered here)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from duetime._monitoring import ClusterStats, Incident, QueueDepth, Timeline
 from duetime._types import BreakerState, JobStatus, Leadership, NodeInfo, RunState
 from duetime.app._service import Scope, Service, check_limit
 from duetime.app.jobs import Jobs
+from duetime.app.reads import Reads, cluster_stats
 from duetime.app.runs import Runs
 from duetime.errors import ValidationError
 from duetime.explain import Explanation, explain
 from duetime.scheduler.bounds import Bounds
-from duetime.store.base import IncidentListParams, StatsParams, TimelineParams
+from duetime.store.base import IncidentListParams, TimelineParams
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -64,15 +64,7 @@ class Monitoring(Service):
         """The whole cluster's queues now (every tenant): due, running and dead runs, expired
         leases, overdue jobs, live workers and nodes, the leader, and per tenant and queue
         the due, in-flight and throttled runs. Metrics gauges read this."""
-        now = await self.store.db_now()
-        live_after = now - timedelta(seconds=self.settings.worker_stale_after)
-        stats = await self.store.stats_snapshot(StatsParams(live_after=live_after, now=now))
-        counts = await self.store.workflow_instance_counts()
-        return replace(
-            stats,
-            queues=await self.store.tenant_stats(now),
-            workflow_instances=[(c.tenant, c.workflow, str(c.state), c.count) for c in counts],
-        )
+        return await cluster_stats(self.store, self.settings)
 
     async def timeline(self, *, window: float = 3600.0, step: float = 60.0) -> Timeline:
         """This tenant's activity over the last ``window`` seconds in buckets of ``step``:
@@ -97,9 +89,7 @@ class Monitoring(Service):
     async def last_workers(self, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
         """The worker of each run's latest attempt (runs of this tenant that had one), for run
         lists: a finished run no longer names its worker (``lease_owner`` is cleared)."""
-        if len(run_ids) > 1000:
-            raise ValidationError("run_ids", "at most 1000 at a time")
-        return await self.store.runs_last_workers(self.tenant, list(run_ids))
+        return await Reads(self.store, self.tenant).last_workers(run_ids)
 
     async def incidents(
         self, *, firing: bool | None = None, limit: int = 100, all_tenants: bool = False

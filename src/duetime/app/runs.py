@@ -8,15 +8,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from duetime._types import Attempt, Page, Run, RunState
-from duetime.app._service import Scope, Service, check_limit, enum_value, parse_run_id
+from duetime.app._service import Scope, Service, check_limit, parse_run_id
 from duetime.app.audit import audited
 from duetime.app.jobs import Jobs
+from duetime.app.reads import find_runs
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (
     PlannedSkip,
     RunCancelParams,
     RunIdPrefixParams,
-    RunListParams,
     RunReplayParams,
 )
 
@@ -45,30 +45,16 @@ class Runs(Service):
         ``since`` and before ``until``, aware instants), newest scheduled instant first, a page
         at a time (pass the page's ``next_cursor`` as ``cursor`` for the next, with the same
         filters)."""
-        check_limit(limit)
-        for name, value in (("since", since), ("until", until)):
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise ValidationError(name, f"must be a timezone-aware datetime, got {value!r}")
-        if since is not None and until is not None and until <= since:
-            raise ValidationError("until", "must be later than since")
-        job_id = None if job is None else (await self._jobs.get(job)).id
-        before = None
-        if cursor:
-            try:
-                before = RunListParams.before_cursor(cursor)
-            except ValueError:
-                raise ValidationError("cursor", "is not a cursor this API returned") from None
-        return await self.store.runs_list(
-            RunListParams(
-                tenant=self.tenant,
-                job_id=job_id,
-                state=None if state is None else enum_value(RunState, state, "state"),
-                limit=limit,
-                before=before,
-                task=task,
-                since=since,
-                until=until,
-            )
+        return await find_runs(
+            self.store,
+            self.tenant,
+            job,
+            state=state,
+            limit=limit,
+            cursor=cursor,
+            task=task,
+            since=since,
+            until=until,
         )
 
     __call__ = find

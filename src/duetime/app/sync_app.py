@@ -257,6 +257,10 @@ class App(FlatOperations, ScopeReader):
         ``migrate=True`` (opening checks the schema otherwise)."""
         return self._call(self.aio.migrate)
 
+    def partition_runs(self, count: int) -> bool:
+        """See :meth:`AsyncApp.partition_runs`."""
+        return self._call(lambda: self.aio.partition_runs(count))
+
     def task(self, name: str) -> Callable[[F], F]:
         """See :meth:`AsyncApp.task`."""
         return self.aio.task(name)

@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime._types import JSON, RunTrigger
-from duetime.app._service import Service, check_limit, check_task, enum_value
+from duetime.app._service import Service, check_task
 from duetime.app.audit import audited
 from duetime.app.jobs import Jobs
+from duetime.app.reads import Reads
 from duetime.app.runs import Runs
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.targets.http import validate_target
@@ -140,12 +141,8 @@ class Workflows(Service):
         limit: int = 100,
     ) -> builtins.list[WorkflowInstance]:
         """Instances, newest first; filters by workflow name, state and starting job."""
-        check_limit(limit)
-        chosen = None if state is None else enum_value(InstanceState, state, "state")
-        if workflow is not None and not is_workflow_name(workflow):
-            return []  # no workflow has such a name
-        return await self.store.workflow_instances_list(
-            self.tenant, workflow=workflow, state=chosen, job_id=job, limit=limit
+        return await Reads(self.store, self.tenant).workflow_instances(
+            workflow=workflow, state=state, job=job, limit=limit
         )
 
     async def instance(self, instance: str | uuid.UUID) -> WorkflowInstance:

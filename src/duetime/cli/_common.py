@@ -28,10 +28,26 @@ DbOption = Annotated[
         help="SQLite path (default ./duetime.db) or postgresql:// URL.",
     ),
 ]
+ListenUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--listen-url",
+        envvar="DUETIME_LISTEN_URL",
+        show_envvar=True,
+        help="A direct postgresql:// URL of the same database to hear notifications on, when "
+        "--db goes through PgBouncer in transaction pooling (docs/howto/pgbouncer.md).",
+    ),
+]
+"""``--listen-url`` of the commands that open a store and listen: ``scheduler``, ``worker``,
+``server`` and ``up`` (``app_for`` puts it in the settings)."""
 TenantOption = Annotated[
     str, typer.Option("--tenant", envvar="DUETIME_TENANT", help="Tenant the command acts on.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AllowUnregisteredOption = Annotated[
+    bool, typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet.")
+]
+"""``--allow-unregistered`` of ``jobs sync``, ``jobs import`` and ``workflows register``."""
 
 
 def command_group(commands: typer.Typer, name: str, help: str) -> typer.Typer:

@@ -25,6 +25,7 @@ from duetime import _logs
 from duetime._redact import redact_url
 from duetime.app import AsyncApp
 from duetime.app.async_app import supervise
+from duetime.app.reads import open_reads
 from duetime.cli._common import fail, load_user_app, settings_for
 from duetime.metrics import MetricsServer
 
@@ -68,8 +69,11 @@ def configure_logging(level: str, fmt: str | None = None) -> None:
     _logs.configure(level, chosen, stream=sys.stderr)
 
 
-def app_for(db: str | None, app_spec: str | None, *, migrate: bool | None) -> AsyncApp:
-    """The (unopened) app a long-running command serves, with the user's tasks of ``--app``."""
+def app_for(
+    db: str | None, app_spec: str | None, *, migrate: bool | None, listen_url: str | None = None
+) -> AsyncApp:
+    """The (unopened) app a long-running command serves, with the user's tasks of ``--app``;
+    ``listen_url`` (``--listen-url``), when given, replaces the settings' one."""
     settings = settings_for(db)
     user = load_user_app(app_spec, settings)
     registry = None if user is None else user.registry
@@ -84,6 +88,8 @@ def app_for(db: str | None, app_spec: str | None, *, migrate: bool | None) -> As
                 f"--db {redact_url(db)} is not the database of --app {app_spec} "
                 f"({redact_url(theirs)}): drop --db, or give the app's database"
             )
+    if listen_url is not None:
+        settings = settings.with_(listen_url=listen_url)
     app = AsyncApp(settings=settings, registry=registry, migrate=migrate)
     if app.dialect == "postgres" and not os.environ.get("DUETIME_STARTUP_WAIT"):
         # a service started before its database waits for it instead of exiting
@@ -109,7 +115,9 @@ def _same_database(a: str, b: str) -> bool:
 def metrics_loops(
     app: AsyncApp, stop: asyncio.Event, port: int | None, host: str
 ) -> list[Coroutine[Any, Any, None]]:
-    """``/metrics`` on its own port when asked for (``--metrics-port``)."""
+    """``/metrics`` on its own port when asked for (``--metrics-port``); its cluster gauges
+    read the replica when ``replica_url`` is set (opened at start: a bad one ends the
+    process with one line)."""
     if port is None:
         return []
     if not 0 <= port <= 65535:
@@ -118,7 +126,12 @@ def metrics_loops(
     def ready(server: MetricsServer) -> None:
         typer.echo(f"metrics: {server.url}")
 
-    return [MetricsServer(app.cluster_stats, host=host, port=port, on_ready=ready).run(stop)]
+    async def serve() -> None:
+        async with open_reads(lambda: app.store, app.settings) as reads:
+            server = MetricsServer(reads.cluster_stats, host=host, port=port, on_ready=ready)
+            await server.run(stop)
+
+    return [serve()]
 
 
 class Signals:

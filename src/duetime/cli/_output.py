@@ -3,7 +3,8 @@
 - :func:`to_jsonable` turns duetime's values (Job, Run, Attempt, Schedule, Occurrence, Page …)
   into plain JSON-ready data; it has no CLI dependencies, so an HTTP API can reuse it.
 - :func:`print_table` / :func:`print_fields` print rich tables when stdout is a terminal and
-  plain, aligned, unwrapped text otherwise (pipes, files, tests).
+  plain, aligned, unwrapped text otherwise (pipes, files, tests); :func:`print_result` and
+  :func:`print_rows` print a command's result as ``--json`` asks: JSON, or the text or table.
 - ``parse_*`` read option values and exit with ``error: <option>: <reason>`` (code 2) when
   they are invalid; durations (``PT3H``, ``90s``, ``1h30m``) are :mod:`duetime._durations`'s.
 - :func:`fetch_pages` serves ``--cursor`` and ``--all`` of the list commands, which read with
@@ -315,6 +316,37 @@ def print_fields(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) 
         typer.echo(f"{key.ljust(width)}  {_single_line(_cell(value))}")
 
 
+def print_result(
+    value: T, as_json: bool, show: Callable[[T], object], *, data: Callable[[T], Any] = to_jsonable
+) -> None:
+    """A command's result: ``data(value)`` as JSON (``--json``; by default
+    :func:`to_jsonable`'s), or what ``show(value)`` prints for a reader."""
+    if as_json:
+        print_json(data(value))
+    else:
+        show(value)
+
+
+def print_rows(
+    items: Sequence[T],
+    as_json: bool,
+    columns: Sequence[str],
+    row: Callable[[T], Sequence[Any]],
+    *,
+    empty: str,
+    title: str | None = None,
+    data: Callable[[Sequence[T]], Any] = to_jsonable,
+) -> None:
+    """A list that is not paged (see :func:`print_listing` for pages): ``data(items)`` as JSON
+    (``--json``), or a table of ``row(item)`` per item (``empty`` on stderr when none)."""
+    print_result(
+        items,
+        as_json,
+        lambda shown: print_table(columns, [row(i) for i in shown], title=title, empty=empty),
+        data=data,
+    )
+
+
 def clip(text: str, width: int = 60) -> str:
     text = _single_line(text)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -474,11 +506,8 @@ def print_listing(
 ) -> None:
     """A list command's output: the page as JSON (``--json``), or a table of ``row(item)`` per
     item and, when more pages follow, the ``--cursor`` of the next on stderr."""
-    if as_json:
-        print_json(to_jsonable(page))
-        return
-    print_table(columns, [row(item) for item in page.items], empty=empty)
-    if page.next_cursor is not None:
+    print_rows(page.items, as_json, columns, row, empty=empty, data=lambda _: to_jsonable(page))
+    if not as_json and page.next_cursor is not None:
         typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from duetime.api import ApiServer, is_loopback
-from duetime.cli._common import DbOption, run_async
+from duetime.cli._common import DbOption, ListenUrlOption, fail, run_async
 from duetime.cli._lifecycle import (
     LogFormat,
     LogLevel,
@@ -23,11 +23,22 @@ from duetime.cli._lifecycle import (
     open_until_stopped,
     run_until_stopped,
 )
+from duetime.errors import ValidationError
 
 HostOption = Annotated[
     str, typer.Option("--host", help="Address to listen on (loopback unless you mean it).")
 ]
 PortOption = Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")]
+ReplicaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--replica-url",
+        envvar="DUETIME_REPLICA_URL",
+        show_envvar=True,
+        help="A postgresql:// URL of a streaming replica: list and history pages and the "
+        "metrics gauges read there, read-only (docs/howto/read-replica.md).",
+    ),
+]
 
 commands = typer.Typer()
 
@@ -52,6 +63,8 @@ def server(
             "(only for trusted networks).",
         ),
     ] = False,
+    replica_url: ReplicaOption = None,
+    listen_url: ListenUrlOption = None,
     log_level: LogLevel = "info",
     log_format: LogFormat = "text",
 ) -> None:
@@ -72,10 +85,17 @@ def server(
         else:
             typer.echo("duetime server: API keys required (create one: duetime keys create)")
 
+    unopened = app_for(db, None, migrate=None, listen_url=listen_url)
+    if replica_url:
+        try:
+            unopened.settings = unopened.settings.with_(replica_url=replica_url)
+        except ValidationError as exc:
+            fail(str(exc))
+
     async def go() -> None:
         stop = asyncio.Event()
         signals = install_signals(stop)
-        async with open_until_stopped(app_for(db, None, migrate=None), signals) as app:
+        async with open_until_stopped(unopened, signals) as app:
             api = ApiServer(
                 app,
                 host=host,

@@ -25,6 +25,8 @@ import typer
 from duetime.app import AsyncApp
 from duetime.cli._celery_beat import import_celery_beat
 from duetime.cli._common import DbOption, TenantOption, fail, with_app
+from duetime.cli._crontab import import_crontab
+from duetime.cli._django_beat import import_django_celery_beat
 from duetime.cli._job_specs import spec_fields
 from duetime.cli._output import ProgressBar
 from duetime.errors import ValidationError
@@ -103,9 +105,78 @@ def import_jobs(
     tz: Annotated[
         str | None,
         typer.Option(
-            "--tz", help="With --celery-beat: the crontabs' zone (default the app's, or UTC)."
+            "--tz",
+            help="With --celery-beat: the crontabs' zone (default the app's, or UTC). With "
+            "--crontab: the zone of lines before any CRON_TZ (cron's: the machine's). With "
+            "--django-celery-beat: the zone of crontab rows without one (default UTC).",
         ),
     ] = None,
+    crontab: Annotated[
+        str | None,
+        typer.Option(
+            "--crontab",
+            metavar="FILE",
+            help="Import a crontab's lines as command jobs instead of FILE.jsonl; - reads "
+            "stdin (crontab -l | duetime jobs import --crontab - …; docs/moving-from-cron.md).",
+        ),
+    ] = None,
+    commands_out: Annotated[
+        str | None,
+        typer.Option(
+            "--commands-out",
+            metavar="FILE",
+            help="With --crontab: the JSON allow-list (DUETIME_COMMANDS) to write the "
+            "crontab's commands to (merged into the file if it exists); deploy it to workers.",
+        ),
+    ] = None,
+    system: Annotated[
+        bool,
+        typer.Option("--system", help="With --crontab: lines have a user column (/etc/crontab)."),
+    ] = False,
+    allow_shell: Annotated[
+        bool,
+        typer.Option(
+            "--allow-shell",
+            help="With --crontab: run lines that need a shell (pipes, redirections, $VAR …) "
+            "as SHELL -c LINE instead of refusing them.",
+        ),
+    ] = False,
+    like_cron: Annotated[
+        bool,
+        typer.Option(
+            "--like-cron",
+            help="With --crontab: keep cron's behaviour (misfire skip, overlap allow, no "
+            "retry) instead of duetime's defaults.",
+        ),
+    ] = False,
+    prefix: Annotated[
+        str, typer.Option("--prefix", help="With --crontab: the job names' prefix.")
+    ] = "cron",
+    django_celery_beat: Annotated[
+        str | None,
+        typer.Option(
+            "--django-celery-beat",
+            metavar="DATABASE_URL",
+            help="Import django-celery-beat's periodic tasks from its tables (a postgresql:// "
+            "URL or a SQLite file) instead of FILE.jsonl (docs/moving-from-celery-beat.md).",
+        ),
+    ] = None,
+    skip_refused: Annotated[
+        bool,
+        typer.Option(
+            "--skip-refused",
+            help="With --crontab or --django-celery-beat: import what can be, reporting the "
+            "rest, instead of importing nothing.",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --crontab or --django-celery-beat: print what would be imported, write "
+            "nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Create many jobs fast from a JSON Lines file (existing names are left unchanged).
 
@@ -123,18 +194,42 @@ def import_jobs(
     Instead of FILE.jsonl, --celery-beat MODULE:ATTR imports a celery beat schedule (a Celery
     app or its beat_schedule dict): crontabs become cron jobs in the app's zone (or --tz),
     intervals every jobs; an entry with no duetime equivalent is named and nothing is written
-    (docs/moving-from-celery-beat.md).
+    (docs/moving-from-celery-beat.md). --django-celery-beat DATABASE_URL reads
+    django-celery-beat's tables the same way (disabled tasks become paused jobs).
+
+    --crontab FILE imports a crontab's lines as jobs running commands, and writes the
+    commands to the allow-list --commands-out FILE that workers read (DUETIME_COMMANDS).
+    CRON_TZ sets the lines' zone; lines that need a shell, @reboot and bad lines are listed
+    with their numbers and nothing is imported (docs/moving-from-cron.md).
 
     \b
     Example FILE.jsonl (see docs/cli.md):
     {"name": "nightly-report", "task": "reports.build", "cron": "0 3 * * *", "tz": "UTC"}
     {"name": "reminder", "task": "mail.send", "at": "2030-01-01T09:00:00Z"}
     {"name": "poll", "task": "feeds.poll", "every": "90s", "retry": {"max_attempts": 5}}"""
-    if celery_beat is not None or file is None:
-        if file is not None or celery_beat is None:
-            fail("give either FILE.jsonl or --celery-beat MODULE:ATTR")
+    sources = [file, celery_beat, crontab, django_celery_beat]
+    if sum(source is not None for source in sources) != 1:
+        fail(
+            "give one of FILE.jsonl, --celery-beat MODULE:ATTR, --crontab FILE or "
+            "--django-celery-beat DATABASE_URL"
+        )
+    if crontab is not None:
+        import_crontab(
+            crontab, commands_out=commands_out, tz=tz, system=system, allow_shell=allow_shell,
+            skip_refused=skip_refused, prefix=prefix, like_cron=like_cron, dry_run=dry_run,
+            db=db, tenant=tenant, allow_unregistered=allow_unregistered,
+        )  # fmt: skip
+        return
+    if django_celery_beat is not None:
+        import_django_celery_beat(
+            django_celery_beat, tz=tz, skip_refused=skip_refused, dry_run=dry_run, db=db,
+            tenant=tenant, allow_unregistered=allow_unregistered,
+        )  # fmt: skip
+        return
+    if celery_beat is not None:
         import_celery_beat(celery_beat, tz, db, tenant, allow_unregistered=allow_unregistered)
         return
+    assert file is not None
     if file != "-" and not Path(file).is_file():
         fail(f"{file}: no such file")
     stream: IO[bytes] = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115

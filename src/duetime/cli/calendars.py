@@ -11,22 +11,16 @@ import typer
 
 from duetime._types import StoredCalendar
 from duetime.app import AsyncApp
-from duetime.cli._common import (
-    DbOption,
-    JsonOption,
-    TenantOption,
-    command_group,
-    fail,
-    print_json,
-    with_app,
-)
+from duetime.app.backfill import BackfillResult
+from duetime.cli._common import DbOption, JsonOption, TenantOption, command_group, fail, with_app
 from duetime.cli._output import (
     ProgressBar,
     parse_instant,
     print_fields,
+    print_result,
+    print_rows,
     print_table,
     show_instant,
-    to_jsonable,
 )
 
 commands = typer.Typer()
@@ -98,12 +92,12 @@ def set_calendar(
     async def body(app: AsyncApp) -> StoredCalendar:
         return await app.calendars.set(name, rules, description=description)
 
-    stored = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(stored))
-        return
-    typer.echo(f"saved calendar {stored.name!r}")
-    _print(stored)
+    print_result(with_app(db, tenant, body), as_json, _print_saved)
+
+
+def _print_saved(calendar: StoredCalendar) -> None:
+    typer.echo(f"saved calendar {calendar.name!r}")
+    _print(calendar)
 
 
 @calendars.command("list")
@@ -111,17 +105,11 @@ def list_calendars(
     db: DbOption = None, tenant: TenantOption = "default", as_json: JsonOption = False
 ) -> None:
     """The tenant's calendars."""
-
-    async def body(app: AsyncApp) -> list[StoredCalendar]:
-        return await app.calendars.find()
-
-    found = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(found))
-        return
-    print_table(
+    print_rows(
+        with_app(db, tenant, lambda app: app.calendars.find(), create=False),
+        as_json,
         ["name", "rules", "description"],
-        [(c.name, len(c.rules), c.description) for c in found],
+        lambda c: (c.name, len(c.rules), c.description),
         empty="no calendars",
     )
 
@@ -134,15 +122,8 @@ def show_calendar(
     as_json: JsonOption = False,
 ) -> None:
     """One calendar and its rules."""
-
-    async def body(app: AsyncApp) -> StoredCalendar:
-        return await app.calendars.get(name)
-
-    found = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(found))
-        return
-    _print(found)
+    found = with_app(db, tenant, lambda app: app.calendars.get(name), create=False)
+    print_result(found, as_json, _print)
 
 
 @calendars.command("delete")
@@ -179,7 +160,7 @@ def backfill(
     DUETIME_BACKFILL_RATE runs per second, never misfired (origin 'backfill')."""
     since, until = parse_instant(start, "--from"), parse_instant(end, "--to")
 
-    async def body(app: AsyncApp) -> Any:
+    async def body(app: AsyncApp) -> BackfillResult:
         with ProgressBar("backfilling") as bar:
             return await app.jobs.backfill(
                 job,
@@ -190,10 +171,11 @@ def backfill(
                 progress=lambda done, total: bar.update(done, f"{done}/{total} runs"),
             )
 
-    result = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(result))
-        return
+    print_result(with_app(db, tenant, body), as_json, _print_backfill)
+
+
+def _print_backfill(result: BackfillResult) -> None:
+    dry_run = result.dry_run
     verb = "would create" if dry_run else "created"
     typer.echo(
         f"{verb} {result.created} runs of {result.job!r} ({result.existing} already had one, "

@@ -13,15 +13,15 @@ import typer
 from duetime._types import Job, JobEvent
 from duetime.app import AsyncApp, SyncPlan
 from duetime.cli._common import (
+    AllowUnregisteredOption,
     DbOption,
     JsonOption,
     TenantOption,
     fail,
-    print_json,
     with_app,
 )
 from duetime.cli._job_specs import spec_fields
-from duetime.cli._output import print_table, show_instant, to_jsonable
+from duetime.cli._output import print_result, print_rows, show_instant
 from duetime.errors import ValidationError
 
 commands = typer.Typer()
@@ -46,16 +46,11 @@ def history(
     """The job's lifecycle events, newest first: pauses (with their notes), resumes
     (auto_resumed when a pause ended), paused_on_failure, retired (by a sync)."""
 
-    async def body(app: AsyncApp) -> list[JobEvent]:
-        return await app.job_history(job, limit=limit)
-
-    events = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(to_jsonable(events))
-        return
-    print_table(
+    print_rows(
+        with_app(db, tenant, lambda app: app.job_history(job, limit=limit), create=False),
+        as_json,
         ["at", "event", "by", "detail"],
-        [(show_instant(e.at), e.kind, e.actor, _detail(e)) for e in events],
+        lambda e: (show_instant(e.at), e.kind, e.actor, _detail(e)),
         title=f"history of job {job!r}",
         empty="history: none yet",
     )
@@ -80,13 +75,12 @@ def pause_on_failure(
     if (after is None) == (not off):
         fail("give exactly one of --after N or --off")
 
-    async def body(app: AsyncApp) -> Job:
-        return await app.pause_on_failure(job, None if off else after)
+    changed = with_app(db, tenant, lambda app: app.pause_on_failure(job, None if off else after))
+    print_result(changed, as_json, _say_pause_on_failure)
 
-    changed = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(changed))
-    elif changed.pause_after_dead is None:
+
+def _say_pause_on_failure(changed: Job) -> None:
+    if changed.pause_after_dead is None:
         typer.echo(f"job {changed.name!r} never pauses on failure")
     else:
         typer.echo(
@@ -129,10 +123,7 @@ def sync(
     apply: Annotated[
         bool, typer.Option("--apply", help="Make the changes (default: print the plan only).")
     ] = False,
-    allow_unregistered: Annotated[
-        bool,
-        typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
-    ] = False,
+    allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
@@ -153,11 +144,11 @@ def sync(
             allow_unregistered=allow_unregistered,
         )
 
-    plan = with_app(db, tenant, body, create=apply)
-    if as_json:
-        print_json(to_jsonable(plan))
-        return
-    head = "synced" if apply else "dry run (give --apply to make these changes):"
+    print_result(with_app(db, tenant, body, create=apply), as_json, _print_plan)
+
+
+def _print_plan(plan: SyncPlan) -> None:
+    head = "synced" if not plan.dry_run else "dry run (give --apply to make these changes):"
     typer.echo(f"{head} source {plan.source!r}")
     for label, names in (
         ("create", plan.create),

@@ -37,6 +37,7 @@ from duetime.cli._output import (
     parse_when,
     print_fields,
     print_listing,
+    print_result,
     print_table,
     read_listing,
     show_instant,
@@ -325,11 +326,11 @@ def _save(
                 raise
             fail(f"{flag}: {exc.reason}")
 
-    job = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(job))
-        return
-    typer.echo(f"{done(job)} job {job.name!r}")
+    print_result(with_app(db, tenant, body), as_json, lambda job: _print_saved(job, done(job)))
+
+
+def _print_saved(job: Job, verb: str) -> None:
+    typer.echo(f"{verb} job {job.name!r}")
     print_fields(_job_summary(job))
 
 
@@ -606,11 +607,7 @@ def _status_command(action: Literal["resume", "cancel"], doc: str) -> Callable[.
             change = {"resume": app.resume, "cancel": app.cancel}[action]
             return await change(job)
 
-        changed = with_app(db, tenant, body)
-        if as_json:
-            print_json(to_jsonable(changed))
-        else:
-            typer.echo(_job_line(changed))
+        print_result(with_app(db, tenant, body), as_json, lambda j: typer.echo(_job_line(j)))
 
     command.__name__ = command.__qualname__ = action
     command.__doc__ = doc
@@ -636,13 +633,11 @@ def pause(
     why, who and until when (pausing a paused job with them replaces its note)."""
     resume_at = None if until is None else parse_instant(until, "--until")
 
-    async def body(app: AsyncApp) -> Job:
-        return await app.pause(job, note=note, until=resume_at, by=by)
+    changed = with_app(db, tenant, lambda app: app.pause(job, note=note, until=resume_at, by=by))
+    print_result(changed, as_json, _say_paused)
 
-    changed = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(changed))
-        return
+
+def _say_paused(changed: Job) -> None:
     line = _job_line(changed)
     if changed.pause is not None and changed.pause.until is not None:
         line += f", until {show_instant(changed.pause.until)}"
@@ -705,14 +700,10 @@ def trigger(
     """Run the job now; prints the run id."""
     data = parse_json_option(payload, "--payload")
 
-    async def body(app: AsyncApp) -> Run:
-        return await app.trigger(job, idempotency_key=idempotency_key, payload=data)
-
-    run = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(run))
-    else:
-        typer.echo(str(run.id))
+    run = with_app(
+        db, tenant, lambda app: app.trigger(job, idempotency_key=idempotency_key, payload=data)
+    )
+    print_result(run, as_json, lambda r: typer.echo(str(r.id)))
 
 
 # --- update -----------------------------------------------------------------------------------

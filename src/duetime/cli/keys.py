@@ -10,7 +10,14 @@ import typer
 from duetime._types import ApiKey, ApiRole
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, JsonOption, command_group, print_json, with_app
-from duetime.cli._output import parse_choice, print_fields, print_table, show_instant, to_jsonable
+from duetime.cli._output import (
+    parse_choice,
+    print_fields,
+    print_result,
+    print_rows,
+    show_instant,
+    to_jsonable,
+)
 
 commands = typer.Typer()
 keys = command_group(
@@ -73,26 +80,22 @@ def list_keys(
     async def body(app: AsyncApp) -> list[ApiKey]:
         return await app.keys(all_tenants=tenant is None)
 
-    found = with_app(db, tenant or "default", body, create=False)
-    if as_json:
-        print_json({"items": to_jsonable(found)})
-        return
-    print_table(
+    print_rows(
+        with_app(db, tenant or "default", body, create=False),
+        as_json,
         ["id", "tenant", "role", "name", "prefix", "created", "last used", "revoked"],
-        [
-            (
-                str(k.id),
-                k.tenant,
-                str(k.role),
-                k.name,
-                k.prefix + "…",
-                show_instant(k.created_at),
-                show_instant(k.last_used_at),
-                show_instant(k.revoked_at),
-            )
-            for k in found
-        ],
+        lambda k: (
+            str(k.id),
+            k.tenant,
+            str(k.role),
+            k.name,
+            k.prefix + "…",
+            show_instant(k.created_at),
+            show_instant(k.last_used_at),
+            show_instant(k.revoked_at),
+        ),
         empty="no API keys",
+        data=lambda found: {"items": to_jsonable(found)},
     )
 
 
@@ -107,8 +110,8 @@ def revoke(
     async def body(app: AsyncApp) -> ApiKey:
         return await app.revoke_key(key_id, any_tenant=True)
 
-    key = with_app(db, "default", body)
-    if as_json:
-        print_json(to_jsonable(key))
-        return
-    typer.echo(f"revoked key {key.id} ({key.role} of tenant {key.tenant!r})")
+    print_result(
+        with_app(db, "default", body),
+        as_json,
+        lambda key: typer.echo(f"revoked key {key.id} ({key.role} of tenant {key.tenant!r})"),
+    )

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
+from duetime._run_partitions import check_run_partitions
 from duetime.app import AsyncApp
-from duetime.cli._common import DbOption, run_async, settings_for
-from duetime.errors import NodesStillRunning
+from duetime.cli._common import DbOption, fail, run_async, settings_for
+from duetime.errors import NodesStillRunning, ValidationError
 
 commands = typer.Typer()
 
@@ -28,15 +29,37 @@ def migrate(
             min=0,
         ),
     ] = 600.0,
+    hash_partitions: Annotated[
+        int | None,
+        typer.Option(
+            help="PostgreSQL only, offline: then partition the runs table into this many "
+            "partitions (2, 4, 8, 16, 32 or 64) by its job's partition key "
+            "(docs/howto/hash-partitioning.md); waits for the processes to stop like a "
+            "migration that is not a rolling upgrade",
+        ),
+    ] = None,
 ) -> None:
     """Create or upgrade the database schema (safe to run again, and concurrently).
 
     A migration that is not a rolling upgrade lists the processes still running and waits for
     them to stop before it applies."""
+    if hash_partitions is not None:
+        try:
+            check_run_partitions(hash_partitions)
+        except ValidationError as exc:
+            fail(f"--hash-partitions: {exc.reason}")
 
     async def once() -> int:
         async with AsyncApp(settings=settings_for(db), migrate=True) as opened:
-            return await opened.migrate()
+            version = await opened.migrate()
+            if hash_partitions is not None:
+                done = await opened.partition_runs(hash_partitions)
+                typer.echo(
+                    f"runs {'is now' if done else 'was already'} partitioned into "
+                    f"{hash_partitions} by job partition key",
+                    err=True,
+                )
+            return version
 
     async def go() -> int:
         deadline = time.monotonic() + wait

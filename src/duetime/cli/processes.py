@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from duetime.api import ApiServer, is_loopback
-from duetime.cli._common import DbOption, fail, run_async
+from duetime.cli._common import DbOption, ListenUrlOption, fail, run_async
 from duetime.cli._demo import print_completion, print_start, register_demo
 from duetime.cli._lifecycle import (
     AppOption,
@@ -46,6 +46,7 @@ def scheduler(
             "no lease. Default: a fair share, leased with the other schedulers."
         ),
     ] = None,
+    listen_url: ListenUrlOption = None,
     log_level: LogLevel = "info",
     log_format: LogFormat = "text",
     metrics_port: MetricsPort = None,
@@ -58,7 +59,9 @@ def scheduler(
     async def go() -> None:
         stop = asyncio.Event()
         signals = install_signals(stop)
-        async with open_until_stopped(app_for(db, None, migrate=None), signals) as opened:
+        async with open_until_stopped(
+            app_for(db, None, migrate=None, listen_url=listen_url), signals
+        ) as opened:
             log.info("scheduler started (%s)", opened.dialect)
             await run_until_stopped(
                 stop,
@@ -101,6 +104,7 @@ def worker(
             help="Claim only runs of this queue (repeatable): a worker pool; default: every queue.",
         ),
     ] = None,
+    listen_url: ListenUrlOption = None,
     log_level: LogLevel = "info",
     log_format: LogFormat = "text",
     metrics_port: MetricsPort = None,
@@ -112,7 +116,7 @@ def worker(
     async def go() -> None:
         stop = asyncio.Event()
         signals = install_signals(stop)
-        async_app = app_for(db, app, migrate=None)
+        async_app = app_for(db, app, migrate=None, listen_url=listen_url)
         if concurrency is not None:
             if concurrency < 1:
                 fail("--concurrency must be >= 1")
@@ -150,6 +154,7 @@ def up(
     auth: Annotated[
         bool, typer.Option("--auth", help="Require API keys (needed for a non-loopback --host).")
     ] = False,
+    listen_url: ListenUrlOption = None,
     log_level: LogLevel = "warning",
     log_format: LogFormat = "text",
 ) -> None:
@@ -163,7 +168,7 @@ def up(
             f"--host {host} is not a loopback address and the API of `duetime up` is open "
             "(no API key needed): pass --auth to require keys, or keep --host 127.0.0.1"
         )
-    async_app = app_for(db, app, migrate=True)
+    async_app = app_for(db, app, migrate=True, listen_url=listen_url)
     where = (
         "PostgreSQL"
         if async_app.dialect == "postgres"

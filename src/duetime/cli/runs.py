@@ -31,6 +31,7 @@ from duetime.cli._output import (
     parse_choice,
     print_fields,
     print_listing,
+    print_result,
     print_table,
     read_listing,
     show_duration,
@@ -202,11 +203,9 @@ def cancel_run(
     async def body(app: AsyncApp) -> Run:
         return await app.cancel_run(await resolve_run(app, run_id))
 
-    run = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(run))
-    else:
-        typer.echo(f"run {run.id} is {run.state}")
+    print_result(
+        with_app(db, tenant, body), as_json, lambda r: typer.echo(f"run {r.id} is {r.state}")
+    )
 
 
 # --- dlq --------------------------------------------------------------------------------------

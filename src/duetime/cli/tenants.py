@@ -11,7 +11,7 @@ from duetime._durations import parse_duration
 from duetime._types import SecretRotation, TenantLimits, TenantQueueStats
 from duetime.app import AsyncApp
 from duetime.cli._common import DbOption, JsonOption, command_group, print_json, with_app
-from duetime.cli._output import print_fields, print_table, to_jsonable
+from duetime.cli._output import print_fields, print_result, print_table, to_jsonable
 
 commands = typer.Typer()
 tenants = command_group(
@@ -95,11 +95,11 @@ def set_limits(
             max_backfill_runs=max_backfill_runs,
         )
 
-    limits = with_app(db, "default", body)
-    if as_json:
-        print_json(to_jsonable(limits))
-        return
-    print_fields(_limits_fields(limits), title="tenant limits")
+    print_result(
+        with_app(db, "default", body),
+        as_json,
+        lambda limits: print_fields(_limits_fields(limits), title="tenant limits"),
+    )
 
 
 @tenants.command("show")

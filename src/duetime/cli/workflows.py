@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -18,6 +19,7 @@ from rich.tree import Tree
 
 from duetime.app import AsyncApp
 from duetime.cli._common import (
+    AllowUnregisteredOption,
     DbOption,
     JsonOption,
     TenantOption,
@@ -32,6 +34,8 @@ from duetime.cli._output import (
     parse_choice,
     parse_json_option,
     print_fields,
+    print_result,
+    print_rows,
     print_table,
     show_instant,
     to_jsonable,
@@ -55,6 +59,7 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Workflow name.")]
 InstanceArg = Annotated[str, typer.Argument(metavar="ID", help="Instance id (a UUID).")]
 _SHOWN_ITEMS = 5
 """A mapped step's items that did not succeed, listed by the tree (the rest are counted)."""
+T = TypeVar("T")
 
 
 def _instance_id(text: str) -> uuid.UUID:
@@ -62,6 +67,19 @@ def _instance_id(text: str) -> uuid.UUID:
         return uuid.UUID(text.strip())
     except ValueError:
         fail(f"ID: {text!r} is not an instance id (a UUID; `duetime workflows runs` lists them)")
+
+
+def _on_instance(
+    instance: str,
+    db: str | None,
+    tenant: str,
+    act: Callable[[AsyncApp, uuid.UUID], Coroutine[Any, Any, T]],
+    *,
+    create: bool = True,
+) -> T:
+    """``act(app, id)`` on the instance ``ID`` names (a bad id exits 2 before the app opens)."""
+    chosen = _instance_id(instance)
+    return with_app(db, tenant, lambda app: act(app, chosen), create=create)
 
 
 # --- JSON shapes (those of the REST API) ------------------------------------------------------
@@ -128,29 +146,23 @@ def list_workflows(
     db: DbOption = None, tenant: TenantOption = "default", as_json: JsonOption = False
 ) -> None:
     """The latest version of each workflow."""
-
-    async def body(app: AsyncApp) -> list[WorkflowVersion]:
-        return await app.workflows.list()
-
-    found = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(
-            [
-                {
-                    "name": v.name,
-                    "version": v.version,
-                    "digest": v.digest,
-                    "created_at": to_jsonable(v.created_at),
-                    "steps": len(v.definition.steps),
-                }
-                for v in found
-            ]
-        )
-        return
-    print_table(
+    found = with_app(db, tenant, lambda app: app.workflows.list(), create=False)
+    print_rows(
+        found,
+        as_json,
         ["name", "version", "steps", "registered"],
-        [(v.name, v.version, len(v.definition.steps), show_instant(v.created_at)) for v in found],
+        lambda v: (v.name, v.version, len(v.definition.steps), show_instant(v.created_at)),
         empty="no workflows",
+        data=lambda versions: [
+            {
+                "name": v.name,
+                "version": v.version,
+                "digest": v.digest,
+                "created_at": to_jsonable(v.created_at),
+                "steps": len(v.definition.steps),
+            }
+            for v in versions
+        ],
     )
 
 
@@ -196,10 +208,7 @@ def show_workflow(
 @workflows.command("register")
 def register_workflow(
     file: Annotated[Path, typer.Argument(metavar="FILE.json", help="The workflow document.")],
-    allow_unregistered: Annotated[
-        bool,
-        typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
-    ] = False,
+    allow_unregistered: AllowUnregisteredOption = False,
     db: DbOption = None,
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
@@ -244,10 +253,10 @@ def trigger_workflow(
     async def body(app: AsyncApp) -> WorkflowTrigger:
         return await app.workflows.trigger(name, payload=given, idempotency_key=idempotency_key)
 
-    done = with_app(db, tenant, body)
-    if as_json:
-        print_json(to_jsonable(done))
-        return
+    print_result(with_app(db, tenant, body), as_json, _say_triggered)
+
+
+def _say_triggered(done: WorkflowTrigger) -> None:
     if done.run_id is None:
         typer.echo(
             f"created job {done.job_name!r}: its first run starts an instance at the "
@@ -291,25 +300,21 @@ def list_instances(
             workflow=workflow, state=chosen, job=job_id, limit=limit
         )
 
-    found = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json([_instance_json(i) for i in found])
-        return
-    print_table(
+    print_rows(
+        with_app(db, tenant, body, create=False),
+        as_json,
         ["id", "workflow", "version", "state", "started", "finished", "reason"],
-        [
-            (
-                str(i.id),
-                i.workflow,
-                i.version,
-                str(i.state),
-                show_instant(i.created_at),
-                show_instant(i.finished_at),
-                clip(i.reason or ""),
-            )
-            for i in found
-        ],
+        lambda i: (
+            str(i.id),
+            i.workflow,
+            i.version,
+            str(i.state),
+            show_instant(i.created_at),
+            show_instant(i.finished_at),
+            clip(i.reason or ""),
+        ),
         empty="no workflow instances",
+        data=lambda found: [_instance_json(i) for i in found],
     )
 
 
@@ -322,15 +327,13 @@ def show_instance(
 ) -> None:
     """An instance as a tree of its steps with their states (a mapped step's items
     summarized), runs, attempts and results."""
-    chosen = _instance_id(instance)
+    detail = _on_instance(
+        instance, db, tenant, lambda app, i: app.workflows.detail(i), create=False
+    )
+    print_result(detail, as_json, _print_tree, data=_detail_json)
 
-    async def body(app: AsyncApp) -> InstanceDetail:
-        return await app.workflows.detail(chosen)
 
-    detail = with_app(db, tenant, body, create=False)
-    if as_json:
-        print_json(_detail_json(detail))
-        return
+def _print_tree(detail: InstanceDetail) -> None:
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: one line per step, however long
         console = Console(highlight=False, width=10_000)
@@ -394,16 +397,12 @@ def cancel_instance(
 ) -> None:
     """Cancel a running instance: pending steps end cancelled, its step runs are cancelled
     (running ones asked to stop)."""
-    chosen = _instance_id(instance)
-
-    async def body(app: AsyncApp) -> WorkflowInstance:
-        return await app.workflows.cancel(chosen)
-
-    done = with_app(db, tenant, body)
-    if as_json:
-        print_json(_instance_json(done))
-        return
-    typer.echo(f"cancelled workflow instance {done.id}")
+    print_result(
+        _on_instance(instance, db, tenant, lambda app, i: app.workflows.cancel(i)),
+        as_json,
+        lambda done: typer.echo(f"cancelled workflow instance {done.id}"),
+        data=_instance_json,
+    )
 
 
 @workflows.command("retry")
@@ -414,16 +413,12 @@ def retry_instance(
     as_json: JsonOption = False,
 ) -> None:
     """Retry a failed instance from its failures (successful steps are kept)."""
-    chosen = _instance_id(instance)
-
-    async def body(app: AsyncApp) -> WorkflowInstance:
-        return await app.workflows.retry(chosen)
-
-    done = with_app(db, tenant, body)
-    if as_json:
-        print_json(_instance_json(done))
-        return
-    typer.echo(f"retrying workflow instance {done.id}: {done.state}")
+    print_result(
+        _on_instance(instance, db, tenant, lambda app, i: app.workflows.retry(i)),
+        as_json,
+        lambda done: typer.echo(f"retrying workflow instance {done.id}: {done.state}"),
+        data=_instance_json,
+    )
 
 
 @workflows.command("explain")
@@ -434,12 +429,11 @@ def explain_instance(
     as_json: JsonOption = False,
 ) -> None:
     """Why each step that has not started has not: which parent, which edge, which rule."""
-    chosen = _instance_id(instance)
 
-    async def body(app: AsyncApp) -> tuple[WorkflowInstance, list[StepWhy]]:
+    async def body(app: AsyncApp, chosen: uuid.UUID) -> tuple[WorkflowInstance, list[StepWhy]]:
         return await app.workflows.instance(chosen), await app.workflows.explain(chosen)
 
-    found, whys = with_app(db, tenant, body, create=False)
+    found, whys = _on_instance(instance, db, tenant, body, create=False)
     if as_json:
         print_json(
             {

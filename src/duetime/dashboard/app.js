@@ -7,6 +7,7 @@ import {
   durationSeconds, localInputFromUtc, splitPartial, timelineSeries, utcFromLocalInput,
 } from "/dashboard/chart.js";
 import { auditPage } from "/dashboard/audit.js";
+import { s } from "/dashboard/svg.js";
 import { workflowInstancePage, workflowsPage } from "/dashboard/workflows.js";
 
 const API = "/api/v1";
@@ -34,14 +35,6 @@ function h(tag, attrs, ...children) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
-  return el;
-}
-
-const svgNS = "http://www.w3.org/2000/svg";
-function s(tag, attrs, ...children) {
-  const el = document.createElementNS(svgNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
-  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return el;
 }
 

@@ -8,6 +8,8 @@
 //     virtual points, labelled when they are not on_success.
 // layout() is pure (tested on its own); drawDag() builds the SVG from a layout and the states.
 
+import { s } from "/dashboard/svg.js";
+
 const NODE_W = 168;
 const NODE_H = 46;
 const GAP_X = 72;
@@ -174,14 +176,6 @@ export function pathThrough(points) {
     d += ` C${mid.toFixed(1)},${y0.toFixed(1)} ${mid.toFixed(1)},${y1.toFixed(1)} ${x1.toFixed(1)},${y1.toFixed(1)}`;
   }
   return d;
-}
-
-const svgNS = "http://www.w3.org/2000/svg";
-function s(tag, attrs, ...children) {
-  const el = document.createElementNS(svgNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
-  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return el;
 }
 
 function clip(text, max) {

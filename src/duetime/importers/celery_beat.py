@@ -36,7 +36,7 @@ CRON_FIELDS = (
 )
 """Celery's crontab attributes in cron's field order, with the range each expands over."""
 
-_PLAIN_CRON = re.compile(r"^[0-9*/,\-]+$")
+PLAIN_CRON = re.compile(r"^[0-9*/,\-]+$")
 KNOWN_KEYS = frozenset({"task", "schedule", "args", "kwargs", "options", "relative"})
 MAPPED_OPTIONS = frozenset({"queue"})
 
@@ -97,8 +97,8 @@ def convert(schedule: Mapping[str, Any], *, tz: str = "UTC") -> BeatImport:
         if "schedule" not in entry:
             raise ValidationError(f"{where}.schedule", "is required")
         spec: dict[str, Any] = {"name": str(name), "task": entry["task"]}
-        spec |= _timing(entry["schedule"], f"{where}.schedule", tz)
-        payload = _payload(entry.get("args"), entry.get("kwargs"), where)
+        spec |= timing(entry["schedule"], f"{where}.schedule", tz)
+        payload = payload_of(entry.get("args"), entry.get("kwargs"), where)
         if payload is not None:
             spec["payload"] = payload
         options = entry.get("options") or {}
@@ -115,7 +115,10 @@ def convert(schedule: Mapping[str, Any], *, tz: str = "UTC") -> BeatImport:
     return BeatImport(specs, notes)
 
 
-def _timing(value: Any, where: str, tz: str) -> dict[str, Any]:
+def timing(value: Any, where: str, tz: str) -> dict[str, Any]:
+    """The ``every`` or ``cron``/``tz`` fields of one celery schedule (a number, a
+    ``timedelta``, an object with ``run_every`` or with crontab fields); a ValidationError at
+    ``where`` for anything else (a solar event: ``event`` and ``lat`` attributes)."""
     if isinstance(value, bool):
         raise ValidationError(where, f"{value!r} is not a schedule")
     if isinstance(value, int | float):
@@ -159,7 +162,7 @@ def crontab_expression(crontab: Any, where: str = "schedule") -> str:
 
 def _field(crontab: Any, name: str, low: int, high: int, where: str) -> str:
     text = getattr(crontab, f"_orig_{name}", None)
-    if isinstance(text, str) and _PLAIN_CRON.match(text.strip()):
+    if isinstance(text, str) and PLAIN_CRON.match(text.strip()):
         return text.strip()
     expanded = getattr(crontab, name)
     if isinstance(expanded, int) and not isinstance(expanded, bool):
@@ -175,8 +178,9 @@ def _field(crontab: Any, name: str, low: int, high: int, where: str) -> str:
     return ",".join(str(v) for v in values)
 
 
-def _payload(args: Any, kwargs: Any, where: str) -> Any:
-    """No arguments → no payload; keyword arguments only → them; positional ones →
+def payload_of(args: Any, kwargs: Any, where: str) -> Any:
+    """A task's payload from celery's ``args`` and ``kwargs``. No arguments → no payload;
+    keyword arguments only → them; positional ones →
     ``{"args": [...], "kwargs": {...}}``."""
     if args is not None and not isinstance(args, list | tuple):
         raise ValidationError(f"{where}.args", "must be a list or tuple")

@@ -10,22 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from duetime._aio import wait_or_stop
 from duetime._types import Leadership
+from duetime.leadership.renewals import RenewalGaps
+from duetime.metrics import Metrics, metrics
 from duetime.store.base import LeaderElectParams, LeaderFence, Store
 
 log = logging.getLogger("duetime.leadership")
 
 
 class Elector:
-    def __init__(self, store: Store, node_id: str, *, ttl: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        node_id: str,
+        *,
+        ttl: float,
+        metrics_to: Metrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``metrics_to`` (default: the process's) gets
+        ``duetime_lease_renewal_gap_seconds{lease="leader"}``: the gaps between successive
+        elections won while leading, on ``monotonic`` (a test passes a frozen clock's)."""
         self.store = store
         self.node_id = node_id
         self.ttl = ttl
         self.leadership: Leadership | None = None
         self.changed = asyncio.Event()
         """Set whenever this node gains or loses the leadership."""
+        chosen = metrics_to if metrics_to is not None else metrics()
+        self.gaps = RenewalGaps("leader", ttl, chosen, monotonic)
 
     @property
     def fence(self) -> LeaderFence | None:
@@ -46,6 +63,10 @@ class Elector:
             won = None
         was = self.leadership
         self.leadership = won
+        if won is None or (was is not None and was.term != won.term):
+            self.gaps.forget()  # not leading, or a new term: no renewal gap to measure
+        if won is not None:
+            self.gaps.renewed()
         if (was is None) != (won is None) or (was and won and was.term != won.term):
             if won is not None:
                 log.info("node %s is the leader (term %d)", self.node_id, won.term)
@@ -57,6 +78,7 @@ class Elector:
     async def resign(self) -> None:
         fence = self.fence
         self.leadership = None
+        self.gaps.forget()
         if fence is not None:
             try:
                 await self.store.leader_resign(fence)

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from duetime._aio import wait_or_stop
 from duetime._partitions import PartitionClaimParams, fair_share, spans
+from duetime.leadership.renewals import RenewalGaps
+from duetime.metrics import Metrics, metrics
 from duetime.store.base import Store
 
 log = logging.getLogger("duetime.partitions")
@@ -41,8 +44,13 @@ class PartitionKeeper:
         *,
         ttl: float,
         on_change: Callable[[str], None] | None = None,
+        metrics_to: Metrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``on_change``: told the partitions held (as ``0-127``) whenever they change."""
+        """``on_change``: told the partitions held (as ``0-127``) whenever they change.
+        ``metrics_to`` (default: the process's) gets ``duetime_partitions_held{node}`` and
+        ``duetime_lease_renewal_gap_seconds{lease="partitions"}``, the gaps measured on
+        ``monotonic`` (a test passes a frozen clock's)."""
         self.store = store
         self.on_change = on_change
         self.node_id = node_id
@@ -51,10 +59,16 @@ class PartitionKeeper:
         """The partitions whose lease this node held at its last renewal."""
         self.ready = asyncio.Event()
         """Set after the first attempt (the materializer starts then, not empty-handed)."""
-        self.max_gap = 0.0
-        """The longest time between two successful renewals, in seconds (event-loop lag shows
-        here: a gap near ``ttl`` means the leases nearly lapsed)."""
-        self._renewed_at: float | None = None
+        chosen = metrics_to if metrics_to is not None else metrics()
+        self._held_gauge = chosen.partitions_held.labels(node_id)
+        self.gaps = RenewalGaps("partitions", ttl, chosen, monotonic)
+        """The gaps between successful renewals (event-loop lag shows there: a gap near
+        ``ttl`` means the leases nearly lapsed)."""
+
+    @property
+    def max_gap(self) -> float:
+        """The longest time between two successful renewals, in seconds."""
+        return self.gaps.max_gap
 
     @property
     def interval(self) -> float:
@@ -79,26 +93,15 @@ class PartitionKeeper:
             if self.on_change is not None:
                 self.on_change(spans(held))
         self.held = held
-        self._note_renewal()
+        self._held_gauge.set(len(held))
+        self.gaps.renewed()
         return held
-
-    def _note_renewal(self) -> None:
-        now = asyncio.get_running_loop().time()
-        if self._renewed_at is not None:
-            gap = now - self._renewed_at
-            self.max_gap = max(self.max_gap, gap)
-            if gap > self.ttl * 2 / 3:
-                log.warning(
-                    "partition leases renewed %.1fs after the previous renewal (lease %.1fs): "
-                    "is the event loop blocked?",
-                    gap,
-                    self.ttl,
-                )
-        self._renewed_at = now
 
     async def leave(self) -> None:
         """Release every lease and end the membership (a clean stop)."""
         self.held = frozenset()
+        self._held_gauge.set(0)
+        self.gaps.forget()
         try:
             await self.store.partition_leases_leave(self.node_id)
             log.info("node %s released its partitions", self.node_id)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from duetime._clock import Clock
 from duetime.store.base import SCHEMA_VERSION, Store
 from duetime.store.postgres.pooling import Pooling
 
-__all__ = ["SCHEMA_VERSION", "Pooling", "Store", "create_store", "is_postgres_url"]
+if TYPE_CHECKING:
+    from duetime.store.postgres.pooler_probe import PoolerProbe
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Pooling",
+    "Store",
+    "create_store",
+    "is_postgres_url",
+    "probe_pooler",
+]
 
 
 def is_postgres_url(url: str) -> bool:
@@ -28,3 +40,11 @@ def create_store(
     from duetime.store.sqlite.store import SQLiteStore
 
     return SQLiteStore(url, clock=clock, create=create)
+
+
+async def probe_pooler(url: str) -> PoolerProbe:
+    """Whether a PgBouncer sits in front of the PostgreSQL ``url`` and pools by transaction
+    (:mod:`duetime.store.postgres.pooler_probe`, for ``duetime doctor``)."""
+    from duetime.store.postgres.pooler_probe import probe_pooler as probe
+
+    return await probe(url)

@@ -39,7 +39,7 @@ from duetime._types import (
     job_hash_seed,
 )
 from duetime.policies.fairness import FairItem, TenantQuota, bucket_refill
-from duetime.policies.overlap import Candidate
+from duetime.policies.overlap import Candidate, StartCandidate
 from duetime.policies.retry_rules import with_rules
 from duetime.store._lifecycle_rows import lifecycle_fields
 from duetime.store.base import ClaimedRun, PlannedSkip
@@ -352,6 +352,18 @@ def api_key_from_row(row: Row, c: Codec) -> ApiKey:
         created_at=_required(c, row["created_at"]),
         revoked_at=c.instant(row["revoked_at"]),
         last_used_at=c.instant(row["last_used_at"]),
+    )
+
+
+def start_candidate_from_row(row: Row, c: Codec) -> StartCandidate:
+    """A keyed run of a start batch, as ``runs_start_keyed_info`` reads it (both dialects)."""
+    return StartCandidate(
+        c.uuid(row["id"]),
+        row["token"],
+        row["concurrency_key"],
+        OverlapPolicy(row["overlap_policy"]),
+        RunTrigger(row["trigger"]),
+        row["max_concurrency"],
     )
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from duetime import _audit, _json
 from duetime._clock import Clock
+from duetime._outbox import SKIP_EVENTS, STARTED_EVENTS
 from duetime._types import (
     ApiKey,
     Attempt,
@@ -154,6 +155,13 @@ class SQLStore(
     def _records(self, rows: Sequence[dict[str, Any]]) -> str:
         raise NotImplementedError
 
+    async def _runs_insert_rows(
+        self, conn: Any, rows: Sequence[dict[str, Any]], now: datetime
+    ) -> list[Any]:
+        """``runs_insert`` of ``rows`` (store/_values.py's run values) in the caller's
+        transaction: the rows (id, job_id) of the runs that were new."""
+        return await self._all(conn, "runs_insert", batch=self._records(rows), now=now)
+
     notifies_in_statement: bool
     """True where a statement that makes runs wakes the workers itself (PostgreSQL's
     ``pg_notify`` in the statement); else the store calls :meth:`_notify` after it."""
@@ -208,6 +216,9 @@ class SQLStore(
         _refuse_newer(version)
         if version < SCHEMA_VERSION:
             raise SchemaError(f"database schema is v{version}: run `duetime migrate`")
+
+    async def runs_partition_by_key(self, count: int, *, alive_within: float = 60.0) -> bool:
+        raise SchemaError(f"{self.dialect} has no partitioned layout of runs: PostgreSQL only")
 
     async def schema_version(self) -> int | None:
         raise NotImplementedError
@@ -272,6 +283,7 @@ class SQLStore(
             tenant=params.tenant,
             status=None if params.status is None else str(params.status),
             name_prefix=params.name_prefix,
+            name_until=_names_after_prefix(params.name_prefix),
             tag=params.tag,
             after_name=params.after_name,
             limit=params.limit + 1,
@@ -441,6 +453,8 @@ class SQLStore(
                     rows += await self._claim_fair(
                         conn, params, aging, params.limit - len(rows), only_fast=False
                     )
+                if self.run_events is not None:
+                    await self._claim_events(conn, rows, params.now)
             # the locked step: runs of limited tenants and runs with an overlap key, when the
             # one-statement claim left room and saw some (or claimed nothing, so could not
             # say); what a quota or a busy key keeps from its share goes to the others
@@ -451,15 +465,26 @@ class SQLStore(
                     locked, found = await self._claim_locked(
                         conn, params, aging, params.limit - len(rows)
                     )
+                    if self.run_events is not None:
+                        await self._claim_events(conn, locked, params.now)
                 rows += locked
                 if found and len(rows) < params.limit:
                     async with steps.fair() as conn:
-                        rows += await self._claim_fair(
+                        more = await self._claim_fair(
                             conn, params, aging, params.limit - len(rows), only_fast=True
                         )
+                        if self.run_events is not None:
+                            await self._claim_events(conn, more, params.now)
+                        rows += more
         claimed = [_rows.claimed_from_row(r, self.codec) for r in rows]
         claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
         return claimed
+
+    async def _claim_events(self, conn: Any, rows: list[Any], now: datetime | None) -> None:
+        """In a claim step's transaction: the ``started`` events of the runs it started at
+        once (those claimed ahead report theirs when ``runs_start`` starts them)."""
+        started = [self.codec.uuid(r["id"]) for r in rows if r["started_at"] is not None]
+        await self._run_events(conn, started, STARTED_EVENTS, self._fixed_now(now))
 
     async def _claim_fair(
         self,
@@ -547,6 +572,7 @@ class SQLStore(
         decision = plan.decision
         if decision.skip:
             await self._exec(conn, "runs_skip_overlap", ids=decision.skip, now=now)
+            await self._run_events(conn, decision.skip, SKIP_EVENTS, now)
         buckets = plan.buckets()
         if buckets:
             await self._exec(
@@ -609,7 +635,9 @@ class SQLStore(
         if not keys:
             return set()
         rows = await self._all(conn, "runs_trim_waiting", keys=sorted(keys), now=now)
-        return {self.codec.uuid(r["id"]) for r in rows}
+        skipped = {self.codec.uuid(r["id"]) for r in rows}
+        await self._run_events(conn, sorted(skipped), SKIP_EVENTS, now)
+        return skipped
 
     async def _replace(
         self, conn: Any, keys: list[str], now: datetime, *, keep: uuid.UUID | None = None
@@ -664,9 +692,16 @@ class SQLStore(
         return left
 
     async def runs_misfire(self, params: RunsMisfireParams) -> list[str]:
-        rows = await self._write_all(
-            "runs_misfire", now=self._fixed_now(params.now), limit=params.limit
-        )
+        if self._events_for(SKIP_EVENTS) is None:
+            rows = await self._write_all(
+                "runs_misfire", now=self._fixed_now(params.now), limit=params.limit
+            )
+        else:  # the runs' `skipped` events in the same transaction
+            async with self._tx() as conn:
+                now = await self._now(conn, params.now)
+                rows = await self._all(conn, "runs_misfire", now=now, limit=params.limit)
+                ids = [self.codec.uuid(row["id"]) for row in rows]
+                await self._run_events(conn, ids, SKIP_EVENTS, now)
         return [row["name"] for row in rows]
 
     async def run_start(self, params: RunStartParams) -> bool:
@@ -1348,9 +1383,7 @@ class SQLTransaction:
             return []
         now = await self.now()
         rows = [planned_run_values(job, planned) for job, planned in runs]
-        inserted: list[Any] = await self._store._all(
-            self._conn, "runs_insert", batch=self._store._records(rows), now=now
-        )
+        inserted = await self._store._runs_insert_rows(self._conn, rows, now)
         if inserted:
             await self._store._notify(self._conn)
         return inserted
@@ -1412,4 +1445,20 @@ class SQLTransaction:
             reason=[s.reason for _, s in skips],
             now=await self.now(),
         )
+        await self._store._skip_events(self._conn, skips, await self.now())
         return len(skips)
+
+
+def _names_after_prefix(prefix: str | None) -> str | None:
+    """The least string greater than every string starting with ``prefix``, in code point
+    order (SQLite's BINARY collation): the end of the prefix's index range. None when there is
+    no prefix or no such string (every character is U+10FFFF)."""
+    if not prefix:
+        return None
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters: skip past them
+        following = 0xE000
+    return stem[:-1] + chr(following)

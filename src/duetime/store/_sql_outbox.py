@@ -4,21 +4,37 @@ SQL in each dialect's ``queries/outbox.sql``; docs/brokers.md, decision 0026).
 :meth:`SQLOutbox._outbox_insert` runs inside the transaction of ``runs_complete`` that applied
 the completions: a broker run's message exists exactly when its success does. The relay's
 methods are one statement each (a claim locks with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
-SQLite has one writer)."""
+SQLite has one writer).
+
+Run events (:class:`duetime._outbox.RunEvents`, set on the store by the process as
+``run_events``) are outbox rows too, written by :meth:`SQLOutbox._run_events` and
+:meth:`SQLOutbox._skip_events` in the transaction of the change they report; with none set,
+neither writes anything and the callers keep their statements as they were."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from duetime import _json
-from duetime._outbox import OutboxClaimParams, OutboxDepth, OutboxRetry, OutboxRow
+from duetime._outbox import (
+    SKIP_EVENTS,
+    OutboxClaimParams,
+    OutboxDepth,
+    OutboxRetry,
+    OutboxRow,
+    RunEvents,
+)
 from duetime.store._sql_surface import SQLSurface
-from duetime.store.base import RunCompletion
+from duetime.store.base import PlannedSkip, RunCompletion
 
 
 class SQLOutbox(SQLSurface):
+    run_events: RunEvents | None = None
+    """The operator's run events (``DUETIME_RUN_EVENTS``), or None: no event is written."""
+
     def _fixed_now(self, now: datetime | None) -> datetime | None:
         raise NotImplementedError
 
@@ -49,6 +65,61 @@ class SQLOutbox(SQLSurface):
         ]
         if rows:
             await self._exec(conn, "outbox_insert", batch=self._records(rows), now=now)
+
+    def _events_for(self, kinds: frozenset[str]) -> RunEvents | None:
+        """The run events to write for a change that may report ``kinds``, or None."""
+        events = self.run_events
+        return events if events is not None and events.kinds & kinds else None
+
+    def _run_event_values(
+        self, ids: Sequence[uuid.UUID], kinds: frozenset[str], now: datetime | None
+    ) -> dict[str, Any] | None:
+        """The parameters of ``outbox_run_events`` for the runs ``ids`` and the wanted ones of
+        ``kinds``; None when there is nothing to write."""
+        events = self._events_for(kinds)
+        if events is None or not ids:
+            return None
+        return {
+            "ids": list(ids),
+            "target": _json.dumps(dict(events.target)),
+            "now": now,
+            **events.sql_params(kinds),
+        }
+
+    async def _run_events(
+        self,
+        conn: Any,
+        ids: Sequence[uuid.UUID],
+        kinds: frozenset[str],
+        now: datetime | None,
+    ) -> None:
+        """Inside the transaction that changed the runs ``ids``: the event each run's state
+        now names, for those of ``kinds`` the operator wants (one statement; none when no
+        run events are set)."""
+        values = self._run_event_values(ids, kinds, now)
+        if values is not None:
+            await self._exec(conn, "outbox_run_events", **values)
+
+    async def _skip_events(
+        self, conn: Any, skips: Sequence[tuple[uuid.UUID, PlannedSkip]], now: datetime
+    ) -> None:
+        """Inside the scheduler's transaction that recorded ``skips``: one ``skipped`` event
+        per skip range, when the operator wants them."""
+        events = self._events_for(SKIP_EVENTS)
+        if events is None or not skips:
+            return
+        await self._exec(
+            conn,
+            "outbox_skip_events",
+            job_id=[j for j, _ in skips],
+            first_at=[s.first for _, s in skips],
+            last_at=[s.last for _, s in skips],
+            count=[s.count for _, s in skips],
+            reason=[s.reason for _, s in skips],
+            target=_json.dumps(dict(events.target)),
+            now=now,
+            **events.sql_params(SKIP_EVENTS),
+        )
 
     async def outbox_claim(self, params: OutboxClaimParams) -> list[OutboxRow]:
         if not params.connections:
@@ -149,3 +220,9 @@ class SQLOutbox(SQLSurface):
             sent_at=c.instant(r["sent_at"]),
             dead_at=c.instant(r["dead_at"]),
         )
+
+
+def completion_event_runs(applied: Sequence[RunCompletion]) -> list[uuid.UUID]:
+    """The runs whose applied completion reports an event: all but attempts handed back
+    unstarted (``refund_attempt``: nothing happened to report)."""
+    return [c.run_id for c in applied if not c.refund_attempt]

@@ -33,6 +33,7 @@ from duetime.workflows.definition import (
     WorkflowDefinition,
     WorkflowLimits,
     parse,
+    parse_step_key,
     step_key,
 )
 from duetime.workflows.engine import (
@@ -72,6 +73,11 @@ class _Pass:
     updates: dict[tuple[str, int], dict[str, Any]] = dataclasses.field(default_factory=dict)
     inserts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    expansions: list[tuple[str, dict[str, Any], list[JSON]]] = dataclasses.field(
+        default_factory=list
+    )
+    """Mapped steps started: (step, its items' run template, the items), inserted by one
+    ``workflow_items_insert`` each (PostgreSQL)."""
     finish: Finish | None = None
 
     def set(self, step: str, state: StepState, reason: str | None, run: Any = None) -> None:
@@ -102,6 +108,8 @@ class SQLWorkflows(SQLSurface):
     """Bounds of mapped steps (the app sets them from its settings)."""
 
     # the rest of SQLStore this mixin uses
+    dialect: str
+
     async def _lock_keys(self, conn: Any, keys: list[str]) -> bool:
         raise NotImplementedError
 
@@ -309,8 +317,19 @@ class SQLWorkflows(SQLSurface):
             for r in rows
         ]
 
-    async def workflow_step_inputs(self, run_id: uuid.UUID) -> StepInputs | None:
-        """What the step run ``run_id`` receives (None if it is no step's run)."""
+    async def workflow_step_inputs(
+        self, run_id: uuid.UUID, *, key: str | None = None, tenant: str | None = None
+    ) -> StepInputs | None:
+        """What the step run ``run_id`` receives (None if it is no step's run).
+
+        Given the run's idempotency ``key`` and ``tenant``, an item of a mapped step whose
+        only parent is its source (its payload is its element: no parent's result to read)
+        is answered without a query once this process has read its instance for another of
+        its runs: an instance's workflow, version and input never change. A wide fan-out's
+        items then cost no read each."""
+        known = self._item_inputs(key, tenant)
+        if known is not None:
+            return known
         async with self._read() as conn:
             row = await self._one(conn, "workflow_step_of_run", run_id=run_id)
             if row is None:
@@ -320,6 +339,7 @@ class SQLWorkflows(SQLSurface):
             definition = await self._definition_of(
                 conn, row["tenant"], row["workflow"], row["version"]
             )
+            self._remember_instance(instance_id, row)
             step = definition.step(row["step"])
             parents = list(dict.fromkeys(step.parents))
             if row["map_index"] != WHOLE:  # an item's payload is its element of the source's
@@ -341,6 +361,49 @@ class SQLWorkflows(SQLSurface):
                 p: gathered.get(p, [] if definition.step(p).map_over is not None else None)
                 for p in parents
             },
+        )
+
+    def _remember_instance(self, instance_id: uuid.UUID, row: Any) -> None:
+        """Keep what :meth:`_item_inputs` needs of an instance (the newest
+        :data:`_REMEMBERED_INSTANCES` instances read)."""
+        known: dict[uuid.UUID, _KnownInstance]
+        known = self.__dict__.setdefault("_workflow_instances_known", {})
+        if instance_id in known:
+            return
+        if len(known) >= _REMEMBERED_INSTANCES:
+            del known[next(iter(known))]
+        known[instance_id] = _KnownInstance(
+            row["tenant"],
+            row["workflow"],
+            row["version"],
+            _json.dumps(optional_json(self.codec, row["input"])),
+        )
+
+    def _item_inputs(self, key: str | None, tenant: str | None) -> StepInputs | None:
+        """A mapped item's inputs from memory (see :meth:`workflow_step_inputs`), or None
+        when they must be read: not an item's key, an instance not read yet, another
+        tenant's, a step that is not mapped or has parents besides its source."""
+        place = parse_step_key(key)
+        if place is None or place[2] == WHOLE:
+            return None
+        instance_id, name, index = place
+        known = self.__dict__.get("_workflow_instances_known", {}).get(instance_id)
+        if known is None or known.tenant != tenant:
+            return None
+        definitions = self.__dict__.get("_workflow_definitions", {})
+        definition = definitions.get((known.tenant, known.workflow, known.version))
+        if definition is None or not definition.has_step(name):
+            return None
+        step = definition.step(name)
+        if step.map_over is None or set(step.parents) != {step.map_over}:
+            return None
+        return StepInputs(
+            instance_id=instance_id,
+            workflow=known.workflow,
+            step=name,
+            map_index=index,
+            input=_json.loads(known.input),  # each item's own value, as a read gives
+            parents={},
         )
 
     # --- instances: operator actions ------------------------------------------------------
@@ -604,8 +667,14 @@ class SQLWorkflows(SQLSurface):
                 p.item_ended(r["step"], r["map_index"], state, reason)
         if instance.state is InstanceState.RUNNING:
             await self._plan(conn, p, now)
+        for step_name, template, items in p.expansions:
+            await self._exec(
+                conn, "workflow_items_insert", id=instance_id, step=step_name,
+                template=self._records([template]), items=_json.dumps(items), now=now,
+            )  # fmt: skip
         if p.runs:
             await self._all(conn, "runs_insert", batch=self._records(p.runs), now=now)
+        if p.runs or p.expansions:
             await self._notify(conn)
         if p.inserts:
             await self._exec(
@@ -674,6 +743,9 @@ class SQLWorkflows(SQLSurface):
         p.items[step.name] = Items(len(items))
         p.set(step.name, StepState.RUNNING, None)
         template = _step_run(p, step, 0, None, now)  # the items differ in id, key and payload
+        if self.dialect == "postgres":  # one statement makes them all from the list
+            p.expansions.append((step.name, template, items))
+            return
         for index, item in enumerate(items):
             run = {
                 **template,
@@ -717,6 +789,19 @@ class SQLWorkflows(SQLSurface):
             kind = "nothing" if value is None else type(value).__name__
             return f"map_over {source}: its result must be a list, it returned {kind}"
         return value
+
+
+_REMEMBERED_INSTANCES = 1024
+"""Instances whose workflow, version and input one process keeps for its items' inputs."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KnownInstance:
+    tenant: str
+    workflow: str
+    version: int
+    input: str
+    """Encoded: each item decodes a value of its own (a task may change what it gets)."""
 
 
 def _open_runs(rows: Iterable[Any]) -> list[Any]:

@@ -101,6 +101,7 @@ def _run_values(
     return {
         "id": uuid.uuid4(),
         "job_id": job.id,
+        "partition_key": job.partition,
         "tenant": job.tenant,
         "job_name": job.name,
         "task": job.task,

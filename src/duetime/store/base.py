@@ -64,7 +64,7 @@ from duetime.workflows.definition import WorkflowRole
 from duetime.workflows.protocol import WorkflowStore
 from duetime.workflows.watch import WorkflowWatchStore
 
-SCHEMA_VERSION = 26
+SCHEMA_VERSION = 27
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 
@@ -1004,6 +1004,12 @@ class Store(WorkflowStore, WorkflowWatchStore, OutboxStore, PartitionLeaseStore,
 
     async def schema_version(self) -> int | None:
         """The applied schema version; None on an empty database."""
+        ...
+
+    async def runs_partition_by_key(self, count: int, *, alive_within: float = 60.0) -> bool:
+        """PostgreSQL: partition ``runs`` into ``count`` by job partition key, offline (the
+        opt-in layout of docs/decisions/0033; NodesStillRunning like :meth:`migrate`); False
+        if it already is. SQLite: SchemaError (it has no partitioned layout)."""
         ...
 
     async def check_schema(self) -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from duetime._clock import FrozenClock
 from duetime._config import Settings
 from duetime.app import App, AsyncApp
+from duetime.app.async_app import run_events_of
 from duetime.store import Pooling, create_store
 from duetime.targets.python import TaskRegistry
 
@@ -36,6 +37,7 @@ class FrozenApp(AsyncApp):
         """Open the store on the frozen clock and migrate it (a test database is the test's)."""
         if self._store is not None:
             return self
+        run_events = run_events_of(self.settings)
         store = create_store(
             self.settings.database_url,
             clock=self.clock,
@@ -48,6 +50,7 @@ class FrozenApp(AsyncApp):
         except BaseException:
             await store.close()
             raise
+        store.run_events = run_events
         self._store = store
         return self
 

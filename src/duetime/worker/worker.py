@@ -72,7 +72,7 @@ from duetime.worker.retry import Decision, after_failure, after_success
 from duetime.worker.run_metrics import RunObserver
 from duetime.worker.run_session import RunSession
 from duetime.worker.starter import Starter, Stopped, retrying
-from duetime.workflows.definition import workflow_role
+from duetime.workflows.definition import WorkflowRole, workflow_role
 
 log = logging.getLogger("duetime.worker")
 
@@ -95,6 +95,9 @@ at most 100 completion commits a second per worker however the runs trickle in."
 @dataclass(slots=True)
 class _InFlight:
     claimed: ClaimedRun
+    role: WorkflowRole | None
+    """The run's part in a workflow (``workflow_role``), read at the claim: the call and the
+    completion both need it."""
     started_at: datetime | None = None
     waiting_since: float = 0.0
     """When it began waiting for a runner (``perf_counter``)."""
@@ -197,7 +200,9 @@ class Worker:
         self._breakers_reported = 0
         self.brokers = parse_brokers(settings.brokers)  # broker targets (docs/brokers.md)
         self.tasks += [t for t in map(broker_task, self.brokers) if t not in self.tasks]
-        self.relay = Relay(store, self.brokers) if self.brokers else None
+        self.relay = (
+            Relay(store, self.brokers, lease=settings.outbox_lease) if self.brokers else None
+        )
         self.id = worker_id or new_worker_id()
         self.clock = clock or SystemClock()
         self.on_start = on_start
@@ -518,7 +523,12 @@ class Worker:
 
     def _spawn(self, claimed: ClaimedRun) -> None:
         run = claimed.run
-        item = _InFlight(claimed, started_at=run.started_at, waiting_since=time.perf_counter())
+        item = _InFlight(
+            claimed,
+            workflow_role(run),
+            started_at=run.started_at,
+            waiting_since=time.perf_counter(),
+        )
         self._inflight[run.id] = item
         self.observer.claimed(claimed)
         self._waiting.append(item)
@@ -726,14 +736,16 @@ class Worker:
         claimed = item.claimed
         run = claimed.run
         task = self.registry.get(run.task)
-        role = workflow_role(run)
+        role = item.role
         key = breaker_key(run.target) if role != "start" else None
         ticket = self.breakers.admit(key) if key is not None else None
         if ticket is not None and ticket.wait is not None:  # not started: not in the metrics
             return self._circuit_open(ticket)
         inputs = None
         if role == "step":  # its parents' results (none if its instance is gone)
-            inputs = await self.store.workflow_step_inputs(run.id)
+            inputs = await self.store.workflow_step_inputs(
+                run.id, key=run.idempotency_key, tenant=run.tenant
+            )
         # the run's fields by keyword: the same shape as other such calls, not repeated logic
         ctx = RunContext(
             run_id=run.id,
@@ -1011,7 +1023,7 @@ class Worker:
             completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
             refund_attempt=item.started_here is None or decision.reason == "circuit_open",
             result=item.result if decision.next_state is RunState.SUCCEEDED else None,
-            workflow=workflow_role(run),
+            workflow=item.role,
             outbox=item.outbox if decision.next_state is RunState.SUCCEEDED else None,
         )
 

@@ -43,6 +43,19 @@ def step_key(instance_id: uuid.UUID, step: str, index: int) -> str:
     return f"{STEP_KEY_PREFIX}{instance_id}:{step}:{index}"
 
 
+def parse_step_key(key: str | None) -> tuple[uuid.UUID, str, int] | None:
+    """The (instance, step, map index) of a :func:`step_key`, or None for a key that is not
+    one (a user's own key may start with ``wf:`` too: that a key parses proves nothing)."""
+    if key is None or not key.startswith(STEP_KEY_PREFIX):
+        return None
+    instance, _, rest = key[len(STEP_KEY_PREFIX) :].partition(":")
+    step, _, index = rest.rpartition(":")
+    try:
+        return uuid.UUID(instance), step, int(index)
+    except ValueError:
+        return None
+
+
 def workflow_role(run: Run) -> WorkflowRole | None:
     """What ``run`` is to the workflow engine: a workflow job's start run, a step's run (its
     end is planned with its completion), or nothing. A user's own idempotency key that
@@ -133,6 +146,9 @@ class WorkflowDefinition:
 
     def step(self, name: str) -> StepSpec:
         return self._index[name]
+
+    def has_step(self, name: str) -> bool:
+        return name in self._index
 
     def children(self, name: str) -> tuple[StepSpec, ...]:
         """The steps with an edge from ``name``, in definition order."""

@@ -65,9 +65,12 @@ class WorkflowStore(Protocol):
         results (a few queries however wide a fan-out). NotFound for another tenant's."""
         ...
 
-    async def workflow_step_inputs(self, run_id: uuid.UUID) -> StepInputs | None:
+    async def workflow_step_inputs(
+        self, run_id: uuid.UUID, *, key: str | None = None, tenant: str | None = None
+    ) -> StepInputs | None:
         """What a step's run receives (its instance, place, input and parents' results);
-        None for a run that is no step's."""
+        None for a run that is no step's. ``key`` and ``tenant`` (the run's idempotency key
+        and tenant) let a mapped item's be answered without a read."""
         ...
 
     async def workflow_instance_cancel(

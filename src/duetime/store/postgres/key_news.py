@@ -15,13 +15,28 @@ import logging
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from duetime.store.postgres._socket import has_unread_input
 
 CHANNEL = "duetime_api_keys"
 """The channel every change of an API key is announced on (payload: the key's id)."""
 
+CONNECT_TIMEOUT = 5
+"""Seconds a connection attempt may take, per host of a multi-host URL, unless the URL says."""
+
 log = logging.getLogger("duetime.store")
+
+
+def connect_timeout(url: str) -> int | str:
+    """The ``connect_timeout`` to connect to ``url`` with: the URL's own when it sets one (an
+    operator's choice, a shorter one for a quicker failover, is kept), else
+    :data:`CONNECT_TIMEOUT` (libpq's own default is to wait forever)."""
+    try:
+        own = conninfo_to_dict(url).get("connect_timeout")
+    except psycopg.Error:
+        return CONNECT_TIMEOUT  # the connection attempt says what is wrong with the URL
+    return CONNECT_TIMEOUT if own is None else str(own)
 
 
 class _Listening:
@@ -110,7 +125,9 @@ class KeyNews:
     async def _listen_once(self) -> None:
         """Listen until the connection fails; the epoch moves when listening starts (what
         changed before was not heard) and at each notification."""
-        async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, connect_timeout=connect_timeout(self._url)
+        ) as conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             try:
                 self._listening = _Listening(conn)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +24,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from duetime import _json
+from duetime._outbox import COMPLETION_EVENTS
 from duetime.store.base import (
     RunCompletion,
     RunsCompleteParams,
@@ -77,6 +79,13 @@ class _Host(Protocol):
     ) -> list[Any]: ...
 
     def _fixed_now(self, now: datetime | None) -> datetime | None: ...
+    async def _run_events(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        ids: Sequence[uuid.UUID],
+        kinds: frozenset[str],
+        now: datetime | None,
+    ) -> None: ...
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]: ...
 
 
@@ -136,6 +145,10 @@ class PostgresExactlyOnceTx:
             )
             applied = bool(rows)  # only the applied completions come back
             if applied:
+                if not completion.refund_attempt:
+                    await self._store._run_events(
+                        self._conn, [completion.run_id], COMPLETION_EVENTS, None
+                    )
                 cursor = await self._conn.execute("COMMIT")
                 if cursor.statusmessage != "COMMIT":  # an aborted transaction "commits" as ROLLBACK
                     raise psycopg.OperationalError(

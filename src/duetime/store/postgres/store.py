@@ -30,15 +30,19 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from duetime import _json
 from duetime._clock import Clock
+from duetime._outbox import COMPLETION_EVENTS, START_EVENTS, STARTED_EVENTS
 from duetime._redact import redact_url
-from duetime._types import ApiKey, OverlapPolicy, Run, RunTrigger
+from duetime._run_partitions import check_run_partitions
+from duetime._types import ApiKey, Run
 from duetime.errors import ConnectError, NodesStillRunning, SchemaError
-from duetime.policies.overlap import StartCandidate, plan_starts
-from duetime.store._rows import NativeCodec
+from duetime.policies.overlap import plan_starts
+from duetime.store._rows import NativeCodec, start_candidate_from_row
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
+from duetime.store._sql_outbox import completion_event_runs
 from duetime.store._values import completion_answers, unique_completions
 from duetime.store.base import (
+    SCHEMA_VERSION,
     ApiKeyRevokeParams,
     BulkJob,
     JobsInsertManyParams,
@@ -47,9 +51,9 @@ from duetime.store.base import (
     RunsStartParams,
 )
 from duetime.store.cancel_news import CHANNEL as CANCELS
-from duetime.store.postgres import bulk_rows
+from duetime.store.postgres import bulk_rows, hash_layout
 from duetime.store.postgres._socket import has_unread_input
-from duetime.store.postgres.key_news import KeyNews
+from duetime.store.postgres.key_news import KeyNews, connect_timeout
 from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
 from duetime.store.postgres.partitions import PostgresAttemptPartitions
 from duetime.store.postgres.pooling import Pooling
@@ -58,8 +62,15 @@ from duetime.store.sqlfile import Migration, load_queries
 _C = NativeCodec()
 log = logging.getLogger("duetime.store")
 _Q = load_queries("postgres")
+_FRESH_PLAN = "-- planned per execution"
+_UNPREPARED = frozenset(name for name, text in _Q.items() if _FRESH_PLAN in text)
+"""Statements never prepared (psycopg prepares one after its fifth run): the generic plan
+PostgreSQL keeps for a prepared statement is built once, from the table as it was — a
+workflow instance's few rows planned as a sequential scan, run in a loop over a 10,000-way
+fan-out's items, took 18 s under the instance's lock (docs/decisions/0034)."""
 _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
-_CONNECT_TIMEOUT = 5  # seconds for the first connection of open()
+_HASH_PARTITIONING = Migration(SCHEMA_VERSION, "runs_hash_partitions", "-- requires: nodes stopped")
+"""The conversion to hash-partitioned runs, as the nodes-running check names it."""
 _TRUSTED_FOR = 1.0
 """Seconds after its last use in which a pooled connection is handed out without a ping."""
 _PERMANENT = (
@@ -189,7 +200,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         connection_class = self.pooling.connection_class()
         try:
             first = await connection_class.connect(
-                self.url, connect_timeout=_CONNECT_TIMEOUT, **extra
+                self.url, connect_timeout=connect_timeout(self.url), **extra
             )
         except (psycopg.Error, OSError) as exc:
             raise connect_failure(self.url, exc) from exc
@@ -204,7 +215,14 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             min_size=1,
             max_size=self._pool_size,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row, **extra},
+            # connect_timeout: a host that accepts TCP but never answers (a frozen primary in
+            # a multi-host URL) is given up on and the next one tried, never waited on forever
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": connect_timeout(self.url),
+                **extra,
+            },
             reconnect_timeout=60,
             # a connection broken by a server restart is replaced before use, not failed on
             check=self._check_connection,
@@ -261,13 +279,16 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
     @contextlib.asynccontextmanager
     async def _claim_steps(self) -> AsyncIterator[ClaimSteps]:
-        # the one-statement claim autocommits; the locked step is its own transaction
-        yield ClaimSteps(fair=self._write, locked=self._tx)
+        # the one-statement claim autocommits; the locked step is its own transaction. With
+        # `started` run events on, the claim is a transaction too: its events commit with it
+        fair = self._write if self._events_for(STARTED_EVENTS) is None else self._tx
+        yield ClaimSteps(fair=fair, locked=self._tx)
 
     async def _all(
         self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
     ) -> list[Any]:
-        cursor = await conn.execute(_Q[name], _params(values))
+        prepare = False if name in _UNPREPARED else None
+        cursor = await conn.execute(_Q[name], _params(values), prepare=prepare)
         if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
             async with conn.pipeline():
                 pass
@@ -284,7 +305,8 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         return await conn.execute(_Q[name], _params(values))
 
     async def _exec(self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> int:
-        cursor = await conn.execute(_Q[name], _params(values))
+        prepare = False if name in _UNPREPARED else None
+        cursor = await conn.execute(_Q[name], _params(values), prepare=prepare)
         if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
             async with conn.pipeline():
                 pass
@@ -373,7 +395,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         backoff = 0.1
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(
+                    url, autocommit=True, connect_timeout=connect_timeout(url)
+                )
                 async with conn:
                     await conn.execute("LISTEN duetime_runs")
                     await conn.execute(f"LISTEN {CANCELS}")
@@ -437,6 +461,34 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                 )
                 current = migration.version
         return current
+
+    async def runs_partition_by_key(self, count: int, *, alive_within: float = 60.0) -> bool:
+        """Convert ``runs`` to ``count`` partitions by its job partition key (the opt-in
+        layout of ``hash_layout.py``; docs/decisions/0033), every row kept, in one
+        transaction under the migration lock. Offline: NodesStillRunning while a process
+        heartbeated within ``alive_within`` seconds. False when ``runs`` already has
+        ``count`` partitions; SchemaError unless the schema is migrated."""
+        check_run_partitions(count)
+        async with self._tx() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            cursor = await conn.execute(
+                "SELECT max(version) AS v FROM duetime_migrations"
+                if await self._has_migrations(conn)
+                else "SELECT NULL::int AS v"
+            )
+            row = await cursor.fetchone()
+            if row is None or row["v"] != SCHEMA_VERSION:
+                raise SchemaError("migrate the database first, then partition runs")
+            if await hash_layout.runs_partition_count(conn) == count:
+                return False
+            await _refuse_running_nodes(conn, [_HASH_PARTITIONING], alive_within)
+            return await hash_layout.partition_runs(conn, count)
+
+    @staticmethod
+    async def _has_migrations(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cursor = await conn.execute("SELECT to_regclass('duetime_migrations') IS NOT NULL AS t")
+        row = await cursor.fetchone()
+        return bool(row and row["t"])
 
     async def schema_version(self) -> int | None:
         async with self._read() as conn:
@@ -517,6 +569,11 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                     params.lease_ttl,
                     judged,
                 )
+            events = self._run_event_values(
+                [r[0] for r in runs], START_EVENTS, self._fixed_now(params.now)
+            )
+            if events is not None:  # after the starts and skips, in their transaction
+                await self._queue(conn, "outbox_run_events", **events)
         for cursor in judged:  # answered with the commit
             started.update(r["id"] for r in await cursor.fetchall())
         return started
@@ -546,23 +603,10 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         counts = await self._queue(conn, "runs_started_by_key", keys=keys)
         rows = await info.fetchall()
         counted = await counts.fetchall()
-        eligible = [r for r in rows if r["eligible"]]
+        eligible = [start_candidate_from_row(r, self.codec) for r in rows if r["eligible"]]
         if not eligible:
             return set()
-        plan = plan_starts(
-            [
-                StartCandidate(
-                    r["id"],
-                    r["token"],
-                    r["concurrency_key"],
-                    OverlapPolicy(r["overlap_policy"]),
-                    RunTrigger(r["trigger"]),
-                    r["max_concurrency"],
-                )
-                for r in eligible
-            ],
-            {r["concurrency_key"]: r["running"] for r in counted},
-        )
+        plan = plan_starts(eligible, {r["concurrency_key"]: r["running"] for r in counted})
         for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
             if verdict:
                 ids = [c.id for c in verdict]
@@ -587,7 +631,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         if not params.completions:
             return []
         cs, first = unique_completions(params.completions)
-        if any(c.workflow is not None or c.outbox is not None for c in cs):
+        if self._events_for(COMPLETION_EVENTS) is not None or any(
+            c.workflow is not None or c.outbox is not None for c in cs
+        ):
             return await self._runs_complete_planned(params, cs, first)
         async with self._read() as conn:
             applied = await self._complete(conn, params.tenant, self._fixed_now(params.now), cs)
@@ -616,16 +662,18 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         cs: list[RunCompletion],
         first: dict[tuple[uuid.UUID, int], int],
     ) -> list[bool]:
-        """A batch with workflow or broker runs: the same statement, then the workflow engine's
-        plan of the runs it ended and the broker runs' outbox rows, in one transaction (a
-        step's children, a broker run's message, exist exactly when its end does:
-        docs/decisions/0020, 0026)."""
+        """A batch with workflow or broker runs, or any batch while run events are on: the
+        same statement, then the workflow engine's plan of the runs it ended, the broker runs'
+        outbox rows and the run events, in one transaction (a step's children, a broker run's
+        message, a run's event exist exactly when its end does: docs/decisions/0020, 0026,
+        0031)."""
         async with self._tx() as conn:
             now = await self._now(conn, params.now)
             applied = await self._complete(conn, params.tenant, now, cs)
             ended = [c for c in cs if (c.run_id, c.token) in applied]
             await self._workflows_advance(conn, ended, now)
             await self._outbox_insert(conn, ended, now)
+            await self._run_events(conn, completion_event_runs(ended), COMPLETION_EVENTS, now)
         return completion_answers(params.completions, first, applied)
 
 

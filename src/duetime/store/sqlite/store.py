@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -25,11 +26,14 @@ import aiosqlite
 
 from duetime import _json
 from duetime._clock import Clock, SystemClock
+from duetime._outbox import COMPLETION_EVENTS, START_EVENTS
 from duetime._types import Run
 from duetime.errors import ConnectError, UnsupportedFeature
-from duetime.store._rows import SQLiteCodec, to_micros
+from duetime.policies.overlap import plan_starts
+from duetime.store._rows import SQLiteCodec, start_candidate_from_row, to_micros
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
+from duetime.store._sql_outbox import completion_event_runs
 from duetime.store._values import completion_answers, job_values, unique_completions
 from duetime.store.base import (
     JobsInsertManyParams,
@@ -41,6 +45,15 @@ from duetime.store.sqlfile import load_queries
 _C = SQLiteCodec()
 _Q = load_queries("sqlite")
 _BUSY_RETRIES = 50
+RUN_COLUMNS = (
+    "id", "job_id", "tenant", "job_name", "task", "queue", "payload", "scheduled_for",
+    "available_at", "priority", "max_attempts", "backoff_base", "backoff_factor", "backoff_cap",
+    "timeout_s", "delivery", "one_shot", "trigger", "idempotency_key", "request_hash", "target",
+    "concurrency_key", "misfire_at", "retry_rules", "origin",
+)  # fmt: skip
+"""The run values (store/_values.py) ``runs_insert_values`` binds, in its column order."""
+_RUNS_PER_INSERT = 1000
+"""Runs per ``runs_insert_values`` statement: SQLite binds at most 32,766 parameters."""
 
 
 def _encode(value: Any) -> Any:
@@ -66,6 +79,15 @@ def _json_value(value: Any) -> Any:
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _encode(v) for k, v in values.items()}
+
+
+@functools.lru_cache(maxsize=8)
+def _runs_values_statement(runs: int) -> str:
+    """``runs_insert_values`` for ``runs`` runs."""
+    row = "(" + ", ".join("?" * len(RUN_COLUMNS)) + ")"
+    return _Q["runs_insert_values"].format(
+        columns=", ".join(RUN_COLUMNS), values=", ".join([row] * runs)
+    )
 
 
 def sqlite_path(url: str) -> str:
@@ -217,6 +239,19 @@ class SQLiteStore(SQLStore):
     def _records(self, rows: Sequence[dict[str, Any]]) -> str:
         return _json.dumps([{k: _json_value(v) for k, v in row.items()} for row in rows])
 
+    async def _runs_insert_rows(
+        self, conn: aiosqlite.Connection, rows: Sequence[dict[str, Any]], now: datetime
+    ) -> list[Any]:
+        inserted: list[Any] = []
+        for start in range(0, len(rows), _RUNS_PER_INSERT):
+            chunk = rows[start : start + _RUNS_PER_INSERT]
+            params = [to_micros(now)]
+            params += [_encode(row[column]) for row in chunk for column in RUN_COLUMNS]
+            cursor = await conn.execute(_runs_values_statement(len(chunk)), params)
+            inserted += await cursor.fetchall()
+            await cursor.close()
+        return inserted
+
     async def _notify(self, conn: aiosqlite.Connection) -> None:
         # no NOTIFY: wake this process's waiters (a waiter's claim then waits for the lock,
         # so it reads after the commit); other processes poll
@@ -322,16 +357,46 @@ class SQLiteStore(SQLStore):
         by_id = {str(run_id): run_id for run_id, _ in runs}
         async with self._tx() as conn:
             now = self._fixed_now(params.now)  # read under the lock: one instant per batch
-            keyed = {r["id"] for r in await self._all(conn, "runs_start_keyed", runs=runs)}
+            keyed = await self._all(conn, "runs_start_keyed_info", runs=runs, now=now)
             rows = await self._all(
                 conn, "runs_start", runs=runs, now=now, lease_ttl=params.lease_ttl
             )
             started = {by_id[r["id"]] for r in rows}
-            for run_id, token in runs:  # runs with an overlap key, one by one
-                if str(run_id) in keyed and await self._start_one(
-                    conn, run_id, token, now, params.lease_ttl
-                ):
-                    started.add(run_id)
+            if keyed:
+                started |= await self._start_keyed(conn, keyed, now, params.lease_ttl)
+            await self._run_events(conn, [r[0] for r in runs], START_EVENTS, now)
+        return started
+
+    async def _start_keyed(
+        self,
+        conn: aiosqlite.Connection,
+        rows: list[Any],
+        now: datetime,
+        lease_ttl: float | None,
+    ) -> set[uuid.UUID]:
+        """The runs of a start batch that have an overlap key (``runs_start_keyed_info`` rows,
+        in id order), judged as a batch in the caller's transaction: each key's started runs
+        counted once, the verdicts (policies/overlap.py ``plan_starts``) written one statement
+        each. Returns the runs started. Keys with a ``replace`` run take the one-run path."""
+        eligible = [start_candidate_from_row(r, _C) for r in rows if r["eligible"]]
+        if not eligible:
+            return set()
+        keys = sorted({c.key for c in eligible})
+        counted = await self._all(conn, "runs_started_by_key", keys=keys)
+        plan = plan_starts(eligible, {r["concurrency_key"]: r["running"] for r in counted})
+        for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
+            if verdict:
+                await self._exec(conn, query, ids=[c.id for c in verdict], now=now)
+        started: set[uuid.UUID] = set()
+        if plan.start:
+            ids = [c.id for c in plan.start]
+            judged = await self._all(
+                conn, "runs_start_judged", ids=ids, now=now, lease_ttl=lease_ttl
+            )
+            started.update(_C.uuid(r["id"]) for r in judged)
+        for c in plan.replace:
+            if await self._start_one(conn, c.id, c.token, now, lease_ttl):
+                started.add(c.id)
         return started
 
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
@@ -374,6 +439,11 @@ class SQLiteStore(SQLStore):
                 planned = [c for c, ok in zip(cs, applied, strict=True) if ok]
                 await self._workflows_advance(conn, planned, now)
                 await self._outbox_insert(conn, planned, now)
+            if self.run_events is not None:
+                applied_cs = [c for c, ok in zip(cs, applied, strict=True) if ok]
+                await self._run_events(
+                    conn, completion_event_runs(applied_cs), COMPLETION_EVENTS, now
+                )
         ok_pairs = {(c.run_id, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
         return completion_answers(params.completions, first, ok_pairs)
 

@@ -1,11 +1,17 @@
 """NATS JetStream: each message published to its subject with ``Nats-Msg-Id`` = its message
-id (JetStream drops a duplicate within the stream's ``duplicate_window``); every publish of a
-batch awaits its ack at once (``nats-py``). A subject no stream captures, or a message the
-stream refuses (400: too large …), is dead; timeouts and connection failures are retried."""
+id (JetStream drops a duplicate within the stream's ``duplicate_window``). A batch is published
+as JetStream's asynchronous publish does it: one reply inbox subscription for the batch, each
+message sent with its own reply subject under it, then every ack awaited at once (``nats-py``'s
+``js.publish`` makes a future, a task and a timer per message: most of a relay's CPU). A
+subject no stream captures (no responders), or a message the stream refuses (400: too large
+…), is dead; a message unanswered within :data:`ACK_TIMEOUT`, an error ack other than 400 and
+connection failures are retried."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +21,9 @@ from duetime.targets.brokers.config import BrokerConnection
 from duetime.targets.brokers.publish import SENT, Resolve, Result, Verdict, describe
 
 log = logging.getLogger("duetime.relay")
+
+ACK_TIMEOUT = 10.0
+"""Seconds a batch waits for its acks; the unanswered messages are retried."""
 
 
 async def _quiet(exc: Exception) -> None:
@@ -51,33 +60,41 @@ class NatsPublisher:
         return self._js
 
     async def publish(self, rows: Sequence[OutboxRow]) -> list[Result]:
-        from nats.js.errors import BadRequestError, NoStreamResponseError
-
         try:
-            js = await self._open()
+            await self._open()
         except BaseException:
             await self.close()
             raise
-        answers = await asyncio.gather(
-            *(
-                js.publish(
+        nc = self._nc
+        answers: list[Result | None] = [None] * len(rows)
+        waiting = [len(rows)]
+        all_heard = asyncio.get_running_loop().create_future()
+
+        async def heard(msg: Any) -> None:
+            i = int(msg.subject.rsplit(".", 1)[1])
+            if 0 <= i < len(answers) and answers[i] is None:
+                answers[i] = _verdict(msg)
+                waiting[0] -= 1
+                if not waiting[0] and not all_heard.done():
+                    all_heard.set_result(None)
+
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(f"{inbox}.*", cb=heard)
+        try:
+            for i, row in enumerate(rows):
+                await nc.publish(
                     str(row.target["subject"]),
                     row.body.encode(),
+                    reply=f"{inbox}.{i}",
                     headers={**row.headers, "Nats-Msg-Id": row.message_id},
                 )
-                for row in rows
-            ),
-            return_exceptions=True,
-        )
-        out: list[Result] = []
-        for answer in answers:
-            if isinstance(answer, NoStreamResponseError | BadRequestError):
-                out.append(Result(Verdict.DEAD, describe(answer)))
-            elif isinstance(answer, BaseException):
-                out.append(Result(Verdict.RETRY, describe(answer)))
-            else:
-                out.append(SENT)
-        return out
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_heard, ACK_TIMEOUT)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        unanswered = Result(Verdict.RETRY, f"TimeoutError: no JetStream ack in {ACK_TIMEOUT:g} s")
+        return [a if a is not None else unanswered for a in answers]
 
     async def close(self) -> None:
         nc, self._nc, self._js = self._nc, None, None
@@ -86,3 +103,24 @@ class NatsPublisher:
                 await nc.close()
             except Exception as exc:  # already gone
                 log.debug("nats close: %s", exc)
+
+
+def _verdict(msg: Any) -> Result:
+    """A publish's answer: JetStream's ack, its error, or the server's "no responders"."""
+    from nats.js.errors import APIError, BadRequestError, NoStreamResponseError
+
+    if msg.headers and msg.headers.get("Status") == "503":  # no stream captures the subject
+        return Result(Verdict.DEAD, describe(NoStreamResponseError()))
+    try:
+        answer = json.loads(msg.data)
+    except ValueError as exc:
+        return Result(Verdict.RETRY, describe(exc))
+    if "error" not in answer:
+        return SENT
+    try:
+        APIError.from_error(answer["error"])
+    except BadRequestError as exc:
+        return Result(Verdict.DEAD, describe(exc))
+    except APIError as exc:
+        return Result(Verdict.RETRY, describe(exc))
+    return Result(Verdict.RETRY, str(answer["error"]))

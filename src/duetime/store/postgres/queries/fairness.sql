@@ -8,21 +8,26 @@
 
 -- The (tenant, queue, priority) groups both claim queries walk, filtered to the claimer's
 -- tenant and queues, with each group's tenant weight, quota flag and runs in flight: the
--- CTEs `groups`, `gf` and `g`, included as {{fair_groups}} (store/sqlfile.py). And the end of
--- the three per-group run subqueries (the fair claim's, the locked step's two), included as
--- {{startable_oldest}}: the run's job lets it start (active or completed; paused only for a
--- manual run); oldest first. The locked step reads up to its limit of each group and locks
--- them (SKIP LOCKED); the fair claim reads up to each group's bound, locking them too or, in
--- its `wide` form, only the runs it picked.
+-- CTEs `groups`, `gf`, `inflight` and `g`, included as {{fair_groups}} (store/sqlfile.py).
+-- Every scan in them reads an index entry left behind by a run claimed or finished at most
+-- once per claim (docs/decisions/0036: while the xmin horizon is held, each costs a heap
+-- visit). And the end of the three per-group run subqueries (the fair claim's, the locked
+-- step's two), included as {{startable_oldest}}: the run's job lets it start (active or
+-- completed; paused only for a manual run); oldest first. The locked step reads up to its
+-- limit of each group and locks them (SKIP LOCKED); the fair claim reads up to each group's
+-- bound, locking them too or, in its `wide` form, only the runs it picked.
 -- fragment: fair_groups
 groups AS (
-    (SELECT tenant, queue, priority FROM runs WHERE state = 'scheduled'
-     ORDER BY tenant, queue, priority LIMIT 1)
+    -- each group with its oldest scheduled run's available_at (the first entry the probe
+    -- finds: runs_fair orders a group by it), so the fair claim tells a due group without a
+    -- second probe
+    (SELECT tenant, queue, priority, available_at AS oldest FROM runs WHERE state = 'scheduled'
+     ORDER BY tenant, queue, priority, available_at LIMIT 1)
     UNION ALL
-    SELECT n.tenant, n.queue, n.priority FROM groups g, LATERAL (
-        SELECT tenant, queue, priority FROM runs
+    SELECT n.tenant, n.queue, n.priority, n.available_at FROM groups g, LATERAL (
+        SELECT tenant, queue, priority, available_at FROM runs
         WHERE state = 'scheduled' AND (tenant, queue, priority) > (g.tenant, g.queue, g.priority)
-        ORDER BY tenant, queue, priority LIMIT 1
+        ORDER BY tenant, queue, priority, available_at LIMIT 1
     ) n
 ),
 gf AS (
@@ -30,18 +35,30 @@ gf AS (
     WHERE (%(tenant)s::text IS NULL OR groups.tenant = %(tenant)s::text)
       AND (%(queues)s::text[] IS NULL OR groups.queue = ANY(%(queues)s::text[]))
 ),
-g AS MATERIALIZED (
+inflight AS MATERIALIZED (
     -- a tenant's runs in flight (up to 1000, through runs_running_tenant) count as rounds it
-    -- already had — only counted when several tenants compete, once per group (materialized)
-    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
-           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
-               AS limited,
+    -- already had — only counted when several tenants compete, and once per tenant, not per
+    -- group: while the xmin horizon is held (an ANALYZE, a long transaction) every finished
+    -- run leaves an entry in runs_running_tenant that costs a heap visit, and a count per
+    -- group read each of them once for each of its tenant's groups (docs/decisions/0036).
+    -- One row, the counts by tenant in a jsonb object that `g` looks each group's tenant up
+    -- in: a join or a scalar subquery per group may be planned (a generic plan does) as a
+    -- scan of every tenant's count for each group, groups × tenants rows (16 million, 0.7 s
+    -- of a claim's 0.77 s, with 4,000 tenants of one group each)
+    SELECT jsonb_object_agg(d.tenant,
            CASE WHEN (SELECT count(DISTINCT tenant) FROM gf) > 1
                 THEN (SELECT count(*) FROM (
                           SELECT 1 FROM runs
-                          WHERE runs.state = 'running' AND runs.tenant = gf.tenant LIMIT 1000
+                          WHERE runs.state = 'running' AND runs.tenant = d.tenant LIMIT 1000
                       ) AS counted)
-                ELSE 0 END AS running
+                ELSE 0 END) AS running
+    FROM (SELECT DISTINCT tenant FROM gf) d
+),
+g AS MATERIALIZED (
+    SELECT gf.*, coalesce(tn.weight, 1) AS weight,
+           coalesce(tn.max_in_flight IS NOT NULL OR tn.max_starts_per_second IS NOT NULL, false)
+               AS limited,
+           coalesce(((SELECT running FROM inflight) ->> gf.tenant)::bigint, 0) AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 )
 
@@ -53,14 +70,11 @@ g AS MATERIALIZED (
 
 -- fragment: fair_claim_candidates
 due AS MATERIALIZED (
-    -- the groups with a run due within the lookahead (one index probe each)
+    -- the groups with a run due within the lookahead: their oldest run is (read by the
+    -- groups' probe — a second probe per group would walk the entries of the group's runs
+    -- claimed since the xmin horizon again, docs/decisions/0036)
     SELECT g.* FROM g CROSS JOIN t
-    WHERE EXISTS (
-        SELECT 1 FROM runs
-        WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
-          AND runs.priority = g.priority
-          AND runs.available_at <= t.now + make_interval(secs => %(lookahead)s)
-    )
+    WHERE g.oldest <= t.now + make_interval(secs => %(lookahead)s)
 ),
 gb AS (
     -- each group's bound: with %(share)s, what its tenant's weight gives it of the batch among

@@ -48,7 +48,7 @@ missed AS (
 UPDATE runs SET state = 'skipped', finished_at = t.now, reason = 'misfire_' || missed.misfire_policy
 FROM missed, t
 WHERE runs.id = missed.id
-RETURNING missed.name;
+RETURNING missed.name, missed.id;
 
 -- name: runs_misfire_deadlines
 -- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or

@@ -7,6 +7,14 @@ INSERT INTO partition_members (node_id, joined_at, expires_at)
 VALUES (%(node_id)s, %(now)s, %(now)s::timestamptz + make_interval(secs => %(ttl)s))
 ON CONFLICT (node_id) DO UPDATE SET expires_at = excluded.expires_at;
 
+-- name: partition_members_lock
+-- First in a beat: the expired members and our own row, locked in node_id order, so two
+-- beats whose instants differ never lock them in opposite orders (a deadlock).
+SELECT node_id FROM partition_members
+WHERE expires_at <= %(now)s OR node_id = %(node_id)s
+ORDER BY node_id
+FOR UPDATE;
+
 -- name: partition_members_prune
 DELETE FROM partition_members WHERE expires_at <= %(now)s;
 
@@ -16,13 +24,27 @@ SELECT node_id FROM partition_members WHERE expires_at > %(now)s ORDER BY joined
 -- name: partition_member_leave
 DELETE FROM partition_members WHERE node_id = %(node_id)s;
 
+-- name: partition_leases_lock
+-- First in a claim or a leave: every lease row it may change (ours unexpired, and the lapsed
+-- ones of %(want)s), locked in partition order in one statement. The statements after it
+-- change only the rows it locked (passed as locked), so two claims, whatever members or
+-- instant each sees, take their row locks in the same order and cannot deadlock.
+-- FOR NO KEY UPDATE, like the renewal: it does not wait for our own materializing
+-- transaction (FOR KEY SHARE).
+SELECT partition_key FROM partition_leases
+WHERE (owner = %(node_id)s AND expires_at > %(now)s)
+   OR (partition_key = ANY(%(want)s::smallint[]) AND expires_at <= %(now)s)
+ORDER BY partition_key
+FOR NO KEY UPDATE;
+
 -- name: partition_leases_release
 -- Give up our unexpired leases but those of %(keep)s: they expire now (owner and epoch kept).
 -- A no-key update: it does not wait for our own materializing transaction (whose FOR KEY
 -- SHARE lock makes the next owner's partition_leases_take wait instead).
 UPDATE partition_leases SET expires_at = %(now)s
 WHERE owner = %(node_id)s AND expires_at > %(now)s
-  AND NOT (partition_key = ANY(%(keep)s::smallint[]));
+  AND NOT (partition_key = ANY(%(keep)s::smallint[]))
+  AND partition_key = ANY(%(locked)s::smallint[]);
 
 -- name: partition_leases_renew
 -- Extend our unexpired leases of %(want)s (the epoch stays). A no-key update: it never waits
@@ -30,16 +52,19 @@ WHERE owner = %(node_id)s AND expires_at > %(now)s
 UPDATE partition_leases SET expires_at = %(now)s::timestamptz + make_interval(secs => %(ttl)s)
 WHERE partition_key = ANY(%(want)s::smallint[])
   AND owner = %(node_id)s AND expires_at > %(now)s
+  AND partition_key = ANY(%(locked)s::smallint[])
 RETURNING partition_key, owner, epoch, expires_at;
 
 -- name: partition_leases_take
 -- Take the expired (or released) leases of %(want)s, with the next epoch: the fencing token.
 -- FOR UPDATE waits for a materializing transaction of the previous owner still holding the
 -- lease row (FOR KEY SHARE in jobs_due_leased), so the new owner reads what it committed; a
--- lease renewed meanwhile no longer matches and is left alone. Rows locked in key order.
+-- lease renewed meanwhile no longer matches and is left alone. Only rows partition_leases_lock
+-- locked (one released since is taken at the next renewal), in key order.
 WITH lapsed AS (
     SELECT partition_key FROM partition_leases
     WHERE partition_key = ANY(%(want)s::smallint[]) AND expires_at <= %(now)s
+      AND partition_key = ANY(%(locked)s::smallint[])
     ORDER BY partition_key
     FOR UPDATE
 )
@@ -69,13 +94,15 @@ SELECT partition_key, owner, epoch, expires_at FROM partition_leases ORDER BY pa
 -- A node that lost a lease never materializes that partition again. The held partitions are
 -- an array computed once (an InitPlan): as `IN (…)` the planner joined them to a sequential
 -- scan and sorted; this way the scan stays a range of jobs_due (next_fire_at) that stops at
--- the limit, the partitions a filter, as in jobs_due.
+-- the limit, the partitions a filter, as in jobs_due. The lease rows are locked in key order,
+-- the order a takeover locks them in (else the two could deadlock).
 SELECT * FROM jobs
 WHERE status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= %(until)s
   AND partition_key BETWEEN %(partition_low)s AND %(partition_high)s
   AND partition_key = ANY(ARRAY(
       SELECT l.partition_key FROM partition_leases l
       WHERE l.owner = %(owner)s AND l.expires_at > %(now)s
+      ORDER BY l.partition_key
       FOR KEY SHARE
   ))
 ORDER BY next_fire_at

@@ -4,23 +4,25 @@ SELECT clock_timestamp() AS now;
 -- name: runs_insert
 -- Many runs at once (`batch`: a JSON array of records, one orjson call on the client instead
 -- of an array per column); an existing occurrence (or idempotency key) is left alone. Returns
--- the ids inserted, each with its job's.
+-- the ids inserted, each with its job's. (workflows.sql's workflow_items_insert repeats the
+-- column list: keep the two alike.)
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
     one_shot, trigger, idempotency_key, request_hash, created_at, target, concurrency_key,
-    misfire_at, retry_rules, origin
+    misfire_at, retry_rules, origin, partition_key
 )
 SELECT i.id, i.job_id, i.tenant, i.job_name, i.task, i.queue, i.payload::json, i.scheduled_for,
        i.available_at, 'scheduled', i.priority, i.max_attempts, i.backoff_base, i.backoff_factor,
        i.backoff_cap, i.timeout_s, i.delivery, i.one_shot, i.trigger, i.idempotency_key,
        i.request_hash, %(now)s, i.target::json, i.concurrency_key, i.misfire_at,
-       i.retry_rules::json, i.origin
+       i.retry_rules::json, i.origin, i.partition_key
 FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
-    id uuid, job_id uuid, tenant text, job_name text, task text, queue text, payload text,
-    scheduled_for timestamptz, available_at timestamptz, priority int, max_attempts int,
-    backoff_base float8, backoff_factor float8, backoff_cap float8, timeout_s float8,
-    delivery text, one_shot bool, trigger text, idempotency_key text, request_hash text,
+    id uuid, job_id uuid, partition_key smallint, tenant text, job_name text, task text,
+    queue text, payload text, scheduled_for timestamptz, available_at timestamptz, priority int,
+    max_attempts int, backoff_base float8, backoff_factor float8, backoff_cap float8,
+    timeout_s float8, delivery text, one_shot bool, trigger text, idempotency_key text,
+    request_hash text,
     target text, concurrency_key text, misfire_at timestamptz, retry_rules text, origin text
 )
 ON CONFLICT DO NOTHING
@@ -41,7 +43,7 @@ ins AS (
         id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
         state, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
         delivery, one_shot, trigger, idempotency_key, request_hash, created_at, target,
-        concurrency_key, retry_rules
+        concurrency_key, retry_rules, partition_key
     )
     SELECT %(id)s, j.id, j.tenant, j.name, j.task, j.queue,
            coalesce(%(payload)s::text::json, j.payload), t.now, t.now, 'scheduled',
@@ -51,7 +53,7 @@ ins AS (
            CASE WHEN j.concurrency_key IS NOT NULL THEN 'key:' || j.concurrency_key
                 WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
                 ELSE 'job:' || j.id::text END,
-           j.retry_rules
+           j.retry_rules, j.partition_key
     FROM j CROSS JOIN t
     ON CONFLICT DO NOTHING
     RETURNING *

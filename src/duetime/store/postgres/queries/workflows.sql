@@ -1,6 +1,8 @@
 -- Workflows (docs/workflows.md): versions by content, instances, and one row per step (and
 -- per item of a mapped step). An instance's rows change only while its row is locked
 -- (workflow_instance_lock), so two workers ending two of its steps plan one after the other.
+-- The statements that read an instance's rows are planned per execution: a generic plan made
+-- while the table held a few rows loops sequential scans over a fan-out's 10,000 later.
 
 -- name: workflow_insert
 -- The next version of a workflow (the caller holds the (tenant, name) lock).
@@ -81,6 +83,7 @@ FROM workflow_steps WHERE instance_id = %(id)s
 ORDER BY step, map_index;
 
 -- name: workflow_items_of
+-- planned per execution (see the top of this file)
 -- A mapped step's items with their runs' states (a step expanded before, started again).
 SELECT s.map_index, s.run_id, r.state AS run_state
 FROM workflow_steps s LEFT JOIN runs r ON r.id = s.run_id
@@ -100,18 +103,77 @@ FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
 )
 ON CONFLICT DO NOTHING;
 
+-- name: workflow_items_insert
+-- A mapped step's expansion in one statement: a run per element of `items` (the source's
+-- list, sent once as it is: each element's text becomes its run's payload unchanged) with
+-- the columns of `template` (a one-record batch: the step's run as runs_insert takes it;
+-- keep the two column lists alike), keyed wf:<instance>:<step>:<index>, and the items'
+-- rows. Per item only the element travels, not a whole run record: a 10,000-way fan-out's
+-- expansion was a 7 MB batch for runs_insert, parsed under the instance's lock.
+WITH t AS (
+    SELECT * FROM jsonb_to_recordset(%(template)s::jsonb) AS t(
+        job_id uuid, partition_key smallint, tenant text, job_name text, task text,
+        queue text, scheduled_for timestamptz, available_at timestamptz, priority int,
+        max_attempts int, backoff_base float8, backoff_factor float8, backoff_cap float8,
+        timeout_s float8, delivery text, one_shot bool, trigger text, request_hash text,
+        target text, concurrency_key text, misfire_at timestamptz, retry_rules text,
+        origin text
+    )
+),
+i AS MATERIALIZED (
+    SELECT gen_random_uuid() AS id, e.value AS payload, (e.n - 1)::int AS map_index
+    FROM json_array_elements(%(items)s::json) WITH ORDINALITY AS e(value, n)
+),
+r AS (
+    INSERT INTO runs (
+        id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at,
+        state, priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s,
+        delivery, one_shot, trigger, idempotency_key, request_hash, created_at, target,
+        concurrency_key, misfire_at, retry_rules, origin, partition_key
+    )
+    SELECT i.id, t.job_id, t.tenant, t.job_name, t.task, t.queue, i.payload, t.scheduled_for,
+           t.available_at, 'scheduled', t.priority, t.max_attempts, t.backoff_base,
+           t.backoff_factor, t.backoff_cap, t.timeout_s, t.delivery, t.one_shot, t.trigger,
+           'wf:' || %(id)s::text || ':' || %(step)s::text || ':' || i.map_index,
+           t.request_hash, %(now)s, t.target::json, t.concurrency_key, t.misfire_at,
+           t.retry_rules::json, t.origin, t.partition_key
+    FROM i CROSS JOIN t
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO workflow_steps (
+    instance_id, step, map_index, state, run_id, reason, items, items_ended, items_failed,
+    updated_at
+)
+SELECT %(id)s, %(step)s, i.map_index, 'running', i.id, NULL, NULL, 0, 0, %(now)s
+FROM i
+ON CONFLICT DO NOTHING;
+
 -- name: workflow_steps_set
+-- planned per execution (see the top of this file)
+-- Each row of `batch` found through the primary key (the lateral subquery's LIMIT keeps the
+-- planner from hashing all of a wide fan-out's 10,000 rows to update a batch's few hundred,
+-- under the instance's lock), then updated by its ctid: its rows change only under that
+-- lock, so the ctid read is the row's current one.
 UPDATE workflow_steps s SET state = i.state, reason = i.reason,
     run_id = coalesce(i.run_id, s.run_id), items = coalesce(i.items, s.items),
     items_ended = coalesce(i.items_ended, s.items_ended),
     items_failed = coalesce(i.items_failed, s.items_failed), updated_at = %(now)s
-FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
-    step text, map_index int, state text, run_id uuid, reason text, items int,
-    items_ended int, items_failed int
-)
-WHERE s.instance_id = %(id)s AND s.step = i.step AND s.map_index = i.map_index;
+FROM (
+    SELECT i.*, w.tid
+    FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
+        step text, map_index int, state text, run_id uuid, reason text, items int,
+        items_ended int, items_failed int
+    )
+    CROSS JOIN LATERAL (
+        SELECT ctid AS tid FROM workflow_steps
+        WHERE instance_id = %(id)s AND step = i.step AND map_index = i.map_index
+        LIMIT 1
+    ) w
+) i
+WHERE s.ctid = i.tid;
 
 -- name: workflow_instances_of_runs
+-- planned per execution (see the top of this file)
 SELECT DISTINCT instance_id FROM workflow_steps
 WHERE run_id = ANY(%(ids)s::uuid[]) AND state = 'running';
 
@@ -136,11 +198,13 @@ LIMIT %(limit)s;
 SELECT run_id, instance_id, step FROM workflow_steps WHERE run_id = ANY(%(ids)s::uuid[]);
 
 -- name: workflow_step_of_run
+-- planned per execution (see the top of this file)
 SELECT s.instance_id, s.step, s.map_index, i.workflow, i.version, i.tenant, i.input
 FROM workflow_steps s JOIN workflow_instances i ON i.id = s.instance_id
 WHERE s.run_id = %(run_id)s;
 
 -- name: workflow_results_of
+-- planned per execution (see the top of this file)
 -- The results of an instance's steps named in `steps` (each unmapped step's run, each
 -- item's run in item order).
 SELECT s.step, s.map_index, r.result
@@ -188,18 +252,31 @@ DELETE FROM workflow_instances WHERE id IN (
 );
 
 -- name: workflow_steps_whole
+-- planned per execution (see the top of this file)
 -- Each step's own row of an instance (a mapped step's counts its items): what planning reads.
 SELECT step, state, run_id, items, items_ended, items_failed FROM workflow_steps
 WHERE instance_id = %(id)s AND map_index = -1;
 
 -- name: workflow_steps_ended
+-- planned per execution (see the top of this file)
 -- Of an instance's running steps and items, those whose run is one of `ids` and has ended.
+-- Each found from its run id through the unique run_id index (a batch's few hundred runs),
+-- never from the instance's rows: a wide fan-out's 10,000 items filtered by `run_id =
+-- ANY(ids)`, or joined with `ids` the other way round (a generic plan, fresh statistics
+-- saying the instance has a few rows), cost tens of ms to seconds under the instance's lock.
+-- The lateral subquery's LIMIT keeps the planner from turning the lookup around.
 SELECT s.step, s.map_index, r.state AS run_state, r.last_error_message AS run_error
-FROM workflow_steps s JOIN runs r ON r.id = s.run_id
-WHERE s.instance_id = %(id)s AND s.state = 'running' AND s.run_id = ANY(%(ids)s::uuid[])
+FROM unnest(%(ids)s::uuid[]) AS e(id)
+CROSS JOIN LATERAL (
+    SELECT instance_id, step, map_index, state, run_id FROM workflow_steps WHERE run_id = e.id
+    LIMIT 1
+) s
+JOIN runs r ON r.id = s.run_id
+WHERE s.instance_id = %(id)s AND s.state = 'running'
   AND r.state IN ('succeeded', 'dead', 'cancelled', 'skipped');
 
 -- name: workflow_steps_swept
+-- planned per execution (see the top of this file)
 -- Of an instance's running steps and items, those whose run has ended or is gone.
 SELECT s.step, s.map_index, r.state AS run_state, r.last_error_message AS run_error
 FROM workflow_steps s LEFT JOIN runs r ON r.id = s.run_id

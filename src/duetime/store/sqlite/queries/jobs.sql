@@ -90,6 +90,11 @@ FROM (
     SELECT * FROM jobs
     WHERE tenant = :tenant
       AND (:status IS NULL OR status = :status)
+      -- The index range: SQLite seeks (tenant, name) only on bounds that are plain values,
+      -- never on an "IS NULL OR" (that walked every earlier name: a page's cost grew with its
+      -- position). An empty BLOB sorts after every text.
+      AND name >= max(coalesce(:name_prefix, ''), coalesce(:after_name, ''))
+      AND name < coalesce(:name_until, x'')
       AND (:name_prefix IS NULL OR substr(name, 1, length(:name_prefix)) = :name_prefix)
       AND (:tag IS NULL OR EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = :tag))
       AND (:after_name IS NULL OR name > :after_name)
@@ -128,9 +133,12 @@ ORDER BY next_fire_at
 LIMIT :limit;
 
 -- name: jobs_advance
--- `ids` and `next_fire_ats`: JSON arrays, element k of one for element k of the other.
+-- `ids` and `next_fire_ats`: JSON arrays, element k of one for element k of the other. The
+-- second array is materialized first (SQLite then indexes it on `key`): joined as it comes,
+-- each element of one walked the other (45 ms for 500 jobs).
+WITH n AS MATERIALIZED (SELECT key, value FROM json_each(:next_fire_ats))
 UPDATE jobs SET next_fire_at = n.value, tzdata_version = coalesce(:tzdata_version, tzdata_version)
-FROM json_each(:ids) AS i JOIN json_each(:next_fire_ats) AS n ON n.key = i.key
+FROM json_each(:ids) AS i JOIN n ON n.key = i.key
 WHERE jobs.id = i.value;
 
 -- name: jobs_complete
@@ -140,7 +148,10 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('active', 'paused
 
 -- name: jobs_count_runs
 -- Bounded jobs after a materialization, in its transaction: `ids`, `added`, `complete` are
--- JSON arrays, element k of each for one job (see the PostgreSQL dialect).
+-- JSON arrays, element k of each for one job (see the PostgreSQL dialect); the second and
+-- third materialized first, as in jobs_advance.
+WITH a AS MATERIALIZED (SELECT key, value FROM json_each(:added)),
+c AS MATERIALIZED (SELECT key, value FROM json_each(:complete))
 UPDATE jobs SET
     runs_created = runs_created + a.value,
     status = CASE WHEN c.value OR runs_created + a.value >= max_runs THEN 'completed'
@@ -150,8 +161,8 @@ UPDATE jobs SET
     updated_at = CASE WHEN c.value OR runs_created + a.value >= max_runs THEN :now
                       ELSE updated_at END
 FROM json_each(:ids) AS i
-JOIN json_each(:added) AS a ON a.key = i.key
-JOIN json_each(:complete) AS c ON c.key = i.key
+JOIN a ON a.key = i.key
+JOIN c ON c.key = i.key
 WHERE jobs.id = i.value AND jobs.status = 'active';
 
 -- name: jobs_uncount_runs

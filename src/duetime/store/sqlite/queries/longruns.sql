@@ -14,9 +14,9 @@ SELECT * FROM runs WHERE state = 'running' AND lease_owner = :worker_id;
 
 -- name: runs_stop_requested
 -- Of the runs given (id, token), those asked to stop, with why: `replaced` (a newer run waits
--- for it) or `cancelled`.
+-- for it) or `cancelled`. Each id's token is read by its position (as in runs_heartbeat).
 SELECT id, CASE WHEN replace_deadline IS NULL THEN 'cancelled' ELSE 'replaced' END AS reason
 FROM runs
-WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
-                      JOIN json_each(:tokens) AS t ON t.key = i.key)
+WHERE (id, token) IN (SELECT i.value, json_extract(:tokens, '$[' || i.key || ']')
+                      FROM json_each(:ids) AS i)
   AND state = 'running' AND cancel_requested;

@@ -27,7 +27,7 @@ RETURNING *;
 -- (no worker was up). `skip` skips them all; `fire_once` skips all but the latest due one;
 -- `backfill` runs them all. Through runs_misfire_due: only runs whose stored deadline
 -- (misfire_at) passed; the job's grace and policy as they are now have the last word.
--- Returns the job's name of each run skipped.
+-- Returns the job's name and the id of each run skipped.
 UPDATE runs SET
     state = 'skipped', finished_at = :now,
     reason = 'misfire_' || (SELECT jobs.misfire_policy FROM jobs WHERE jobs.id = runs.job_id)
@@ -43,7 +43,7 @@ WHERE id IN (
                  AND n.scheduled_for > r.scheduled_for AND n.scheduled_for <= :now)))
     LIMIT :limit
 )
-RETURNING (SELECT jobs.name FROM jobs WHERE jobs.id = runs.job_id) AS name;
+RETURNING (SELECT jobs.name FROM jobs WHERE jobs.id = runs.job_id) AS name, id;
 
 -- name: runs_misfire_deadlines
 -- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or
@@ -61,13 +61,51 @@ FROM runs JOIN jobs ON jobs.id = runs.job_id
 WHERE runs.id = :id AND runs.token = :token AND runs.state = 'running'
   AND runs.started_at IS NULL AND runs.concurrency_key IS NOT NULL;
 
--- name: runs_start_keyed
+-- name: runs_start_keyed_info
 -- The runs of a runs_start batch (:runs, a JSON array of [id, token]) that have an overlap key
--- and are still waiting to start: they take run_start's path one by one.
-SELECT id FROM runs
-WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                      FROM json_each(:runs))
-  AND state = 'running' AND started_at IS NULL AND concurrency_key IS NOT NULL;
+-- and are still waiting to start, each with its job's policy, in id order; `eligible` when the
+-- lease has not lapsed and the job may run (run_start's checks). BEGIN IMMEDIATE holds the
+-- database: the batch is judged at once (policies/overlap.py plan_starts).
+SELECT r.id, r.token, r.concurrency_key, r.trigger, j.overlap_policy, j.max_concurrency,
+       r.lease_expires_at > :now
+           AND (j.status IN ('active', 'completed')
+                OR (j.status = 'paused' AND r.trigger = 'manual')) AS eligible
+FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE (r.id, r.token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                          FROM json_each(:runs))
+  AND r.state = 'running' AND r.started_at IS NULL AND r.concurrency_key IS NOT NULL
+ORDER BY r.id;
+
+-- name: runs_started_by_key
+-- Each key's started runs (through runs_running_key), counted once for a start batch.
+SELECT concurrency_key, count(*) AS running FROM runs
+WHERE state = 'running' AND concurrency_key IN (SELECT value FROM json_each(:keys))
+  AND started_at IS NOT NULL
+GROUP BY concurrency_key;
+
+-- name: runs_start_skip
+-- Runs of a start batch that their overlap policy skips (run_start_skip, for many), read and
+-- checked by runs_start_keyed_info in this transaction.
+UPDATE runs SET
+    state = 'skipped', reason = 'overlap', finished_at = :now, token = token + 1,
+    attempt = attempt - 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: runs_start_defer
+-- Runs of a start batch that wait for their key (run_start_defer, for many): back to the
+-- queue; read and checked by runs_start_keyed_info in this transaction.
+UPDATE runs SET
+    state = 'scheduled', token = token + 1, attempt = attempt - 1, lease_owner = NULL,
+    lease_expires_at = NULL, claimed_at = NULL
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: runs_start_judged
+-- The keyed runs of a start batch whose policy lets them start (read and checked by
+-- runs_start_keyed_info in this transaction): started, lease renewed.
+UPDATE runs SET started_at = max(:now, available_at),
+    lease_expires_at = coalesce(:now + CAST(round(:lease_ttl * 1000000) AS INTEGER), lease_expires_at)
+WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING id;
 
 -- name: runs_started_of_key
 SELECT count(*) AS running FROM runs

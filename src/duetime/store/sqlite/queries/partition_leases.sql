@@ -6,6 +6,10 @@ INSERT INTO partition_members (node_id, joined_at, expires_at)
 VALUES (:node_id, :now, :now + CAST(round(:ttl * 1000000) AS INTEGER))
 ON CONFLICT (node_id) DO UPDATE SET expires_at = excluded.expires_at;
 
+-- name: partition_members_lock
+-- (PostgreSQL locks these rows in order; here BEGIN IMMEDIATE already holds the database.)
+SELECT node_id FROM partition_members WHERE expires_at <= :now OR node_id = :node_id;
+
 -- name: partition_members_prune
 DELETE FROM partition_members WHERE expires_at <= :now;
 
@@ -15,15 +19,24 @@ SELECT node_id FROM partition_members WHERE expires_at > :now ORDER BY joined_at
 -- name: partition_member_leave
 DELETE FROM partition_members WHERE node_id = :node_id;
 
+-- name: partition_leases_lock
+-- The rows a claim may change (PostgreSQL locks them in order first; see its file).
+SELECT partition_key FROM partition_leases
+WHERE (owner = :node_id AND expires_at > :now)
+   OR (partition_key IN (SELECT value FROM json_each(:want)) AND expires_at <= :now)
+ORDER BY partition_key;
+
 -- name: partition_leases_release
 UPDATE partition_leases SET expires_at = :now
 WHERE owner = :node_id AND expires_at > :now
-  AND partition_key NOT IN (SELECT value FROM json_each(:keep));
+  AND partition_key NOT IN (SELECT value FROM json_each(:keep))
+  AND partition_key IN (SELECT value FROM json_each(:locked));
 
 -- name: partition_leases_renew
 UPDATE partition_leases SET expires_at = :now + CAST(round(:ttl * 1000000) AS INTEGER)
 WHERE partition_key IN (SELECT value FROM json_each(:want))
   AND owner = :node_id AND expires_at > :now
+  AND partition_key IN (SELECT value FROM json_each(:locked))
 RETURNING partition_key, owner, epoch, expires_at;
 
 -- name: partition_leases_take
@@ -32,6 +45,7 @@ UPDATE partition_leases SET
     epoch = epoch + 1,
     expires_at = :now + CAST(round(:ttl * 1000000) AS INTEGER)
 WHERE partition_key IN (SELECT value FROM json_each(:want)) AND expires_at <= :now
+  AND partition_key IN (SELECT value FROM json_each(:locked))
 RETURNING partition_key, owner, epoch, expires_at;
 
 -- name: partition_leases_insert

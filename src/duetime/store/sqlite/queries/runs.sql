@@ -38,6 +38,17 @@ WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
 ON CONFLICT DO NOTHING
 RETURNING id, job_id;
 
+-- name: runs_insert_values
+-- runs_insert with each run's values bound as parameters: {columns} are the store's
+-- RUN_COLUMNS (the columns of runs_insert but state and created_at, a test holds them
+-- together), {values} one (?, …) per run; the first parameter is now. The materializer's
+-- path: runs_insert's json_extract per field took 3.5 times as long (44 ms for 500 runs).
+INSERT INTO runs (state, created_at, {columns})
+SELECT 'scheduled', ?, * FROM (VALUES {values})
+WHERE true  -- an INSERT … SELECT needs a WHERE before ON CONFLICT
+ON CONFLICT DO NOTHING
+RETURNING id, job_id;
+
 -- fragment: trigger_from_job
 -- The one-statement manual run (run_trigger_by_id / _by_name; see the PostgreSQL
 -- dialect): nothing comes back when the job is missing or cancelled or the idempotency key
@@ -125,8 +136,8 @@ WHERE id = :id AND token = :token AND state = 'running' AND started_at IS NULL
 -- name: runs_start
 -- run_start for a batch of runs claimed ahead (:runs, a JSON array of [id, token]) in one
 -- statement: the same fencing, lease and job checks, for the runs WITHOUT an overlap key (those
--- with one are found by runs_start_keyed and take run_start's path one by one, in the same
--- transaction). Locks: nothing beyond the database, held by the caller's BEGIN IMMEDIATE.
+-- with one are read by runs_start_keyed_info and judged as a batch, in the same transaction).
+-- Locks: nothing beyond the database, held by the caller's BEGIN IMMEDIATE.
 UPDATE runs SET started_at = max(:now, available_at),
     lease_expires_at = coalesce(:now + CAST(round(:lease_ttl * 1000000) AS INTEGER), lease_expires_at)
 WHERE (id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -138,10 +149,11 @@ RETURNING id;
 -- name: runs_heartbeat
 -- The runs (id, token) this worker still holds, their leases extended; each row found by
 -- primary key. A remote worker's lease is (tenant, lease owner): :tenant, when set, must be
--- the run's.
+-- the run's. Each id's token is read by its position (a join of the two arrays walked one
+-- for each element of the other: 40 ms for 500 runs).
 UPDATE runs SET lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER)
-WHERE (id, token) IN (SELECT i.value, t.value FROM json_each(:ids) AS i
-                      JOIN json_each(:tokens) AS t ON t.key = i.key)
+WHERE (id, token) IN (SELECT i.value, json_extract(:tokens, '$[' || i.key || ']')
+                      FROM json_each(:ids) AS i)
   AND state = 'running' AND lease_owner = :worker_id
   AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING id;

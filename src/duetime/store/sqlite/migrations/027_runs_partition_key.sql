@@ -1,0 +1,3 @@
+-- v27 (issue 23): nothing on SQLite. PostgreSQL's runs gain their job's partition key, the
+-- key its optional hash-partitioned layout is partitioned on
+-- (docs/decisions/0033-hash-partitioned-runs.md); SQLite has no partitioned layout.

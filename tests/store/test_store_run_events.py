@@ -1,0 +1,121 @@
+"""Run events written by the store (docs/brokers.md, "Run events"; decision 0031), both
+stores: each path that starts or skips a run — the claim that starts it at once, the start of
+a run claimed ahead (``runs_start``), an overlap skip at claim time, a misfire skip — writes
+the run's event in its own transaction, once; with no run events set, none writes anything."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from storekit import claim, claim_one, complete, completion, job_with_runs, s, scheduled_run
+
+from duetime import _json
+from duetime._outbox import RUN_EVENT_KINDS, OutboxClaimParams, OutboxRow, RunEvents
+from duetime._types import AttemptOutcome, MisfirePolicy, OverlapPolicy, RetryPolicy, RunState
+from duetime.store import Store
+from duetime.store.base import RunsMisfireParams, RunStartParams
+
+TARGET = {"type": "nats", "connection": "events", "subject": "duetime.events"}
+
+
+def events_on(store: Store, *kinds: str, tenants: frozenset[str] | None = None) -> None:
+    store.run_events = RunEvents(
+        "events", TARGET, frozenset(kinds or RUN_EVENT_KINDS), tenants=tenants
+    )
+
+
+async def written(store: Store, now: datetime) -> list[OutboxRow]:
+    rows = await store.outbox_claim(
+        OutboxClaimParams(connections=["events"], limit=1000, now=now + s(3600))
+    )
+    for row in rows:
+        assert row.target == TARGET
+        assert row.headers["duetime-message-id"] == row.message_id
+        assert _json.loads(row.body)["message_id"] == row.message_id
+    return rows
+
+
+def events_of(rows: list[OutboxRow]) -> list[tuple[str, str]]:
+    return sorted((str(row.run_id), _json.loads(row.body)["event"]) for row in rows)
+
+
+async def test_a_run_started_at_claim_and_ended_reports_both(store: Store, t0: datetime) -> None:
+    events_on(store)
+    run = await scheduled_run(store, t0, "j")
+    claimed = await claim_one(store, t0)
+    assert await complete(store, t0 + s(1), completion(claimed)) == [True]
+    rows = await written(store, t0)
+    assert events_of(rows) == sorted([(str(run.id), "started"), (str(run.id), "succeeded")])
+    started = next(r for r in rows if r.message_id.endswith(":started"))
+    body = _json.loads(started.body)
+    assert (body["state"], body["attempt"], body["job"]) == ("running", 1, "j")
+    assert datetime.fromisoformat(body["started_at"]) == t0
+    assert started.message_id == f"{run.id}:{claimed.run.token}:started"
+
+
+async def test_a_run_claimed_ahead_reports_its_start_when_it_starts(
+    store: Store, t0: datetime
+) -> None:
+    events_on(store, "started")
+    run = await scheduled_run(store, t0 + s(1), "j")
+    ahead = await claim_one(store, t0, lookahead=1)
+    assert await written(store, t0) == []  # claimed, not started
+    start = RunStartParams(run_id=run.id, token=ahead.run.token, now=t0 + s(1), lease_ttl=30)
+    assert await store.run_start(start)
+    assert await store.run_start(start) is False  # once only
+    assert events_of(await written(store, t0)) == [(str(run.id), "started")]
+
+
+async def test_skips_at_claim_and_by_misfire_are_reported(store: Store, t0: datetime) -> None:
+    events_on(store, "skipped")
+    job = await job_with_runs(store, t0, "over", 2, overlap_policy=OverlapPolicy.SKIP)
+    await claim_one(store, t0)
+    assert await claim(store, t0 + s(1)) == []  # the second run is skipped: overlap
+    late = await job_with_runs(
+        store, t0, "late", 2, misfire_policy=MisfirePolicy.SKIP, misfire_grace=10
+    )
+    assert await store.runs_misfire(RunsMisfireParams(now=t0 + s(60))) == ["late", "late"]
+    rows = await written(store, t0)
+    reasons = sorted((_json.loads(r.body)["job"], _json.loads(r.body)["reason"]) for r in rows)
+    assert reasons == [("late", "misfire_skip")] * 2 + [("over", "overlap")]
+    assert {_json.loads(r.body)["job_id"] for r in rows} == {str(job.id), str(late.id)}
+    assert all(_json.loads(r.body)["state"] == RunState.SKIPPED.value for r in rows)
+
+
+async def test_nothing_is_written_when_off_or_filtered_out(store: Store, t0: datetime) -> None:
+    for n, setting in enumerate((None, frozenset({"someone-else"}))):
+        if setting is not None:  # every kind, but another tenant's runs only
+            events_on(store, tenants=setting)
+        else:
+            store.run_events = None
+        await scheduled_run(store, t0, f"j{n}")
+        claimed = await claim_one(store, t0)
+        dead = completion(claimed, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD)
+        assert await complete(store, t0, dead) == [True]
+        assert await written(store, t0) == []
+        t0 += s(1)
+
+
+async def test_each_attempt_reports_its_own_events_and_a_stale_end_none(
+    store: Store, t0: datetime
+) -> None:
+    """Two attempts that each fail with a retry report two `started` and two `retrying`
+    events under distinct message ids (the token names the attempt); the first attempt's late
+    completion, refused by the fence, reports nothing."""
+    events_on(store)
+    run = await scheduled_run(store, t0, "j", retry=RetryPolicy(max_attempts=3))
+    first = await claim_one(store, t0)
+    retry = completion(
+        first, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED, available_at=t0
+    )
+    assert await complete(store, t0, retry) == [True]
+    second = await claim_one(store, t0 + s(1))
+    assert second.run.token != first.run.token
+    assert await complete(store, t0 + s(1), completion(first)) == [False]  # stale
+    again = completion(
+        second, outcome=AttemptOutcome.FAILED, next_state=RunState.SCHEDULED, available_at=t0
+    )
+    assert await complete(store, t0 + s(2), again) == [True]
+    rows = await written(store, t0)
+    assert len({r.message_id for r in rows}) == len(rows) == 4
+    assert events_of(rows) == [(str(run.id), "retrying")] * 2 + [(str(run.id), "started")] * 2
