@@ -192,11 +192,11 @@ def test_the_graph_follows_the_instance_live(
 
             # a step's result and attempts; a mapped step's items
             page.click("#wf-graph g.dag-node[data-step='extract']")
-            page.wait_for_selector("#wf-result")
+            page.wait_for_selector("#wf-step[data-step='extract'] #wf-result")
             assert page.inner_text("#wf-result").split() == ["[", "1,", "2,", "3", "]"]
             assert "succeeded" in page.inner_text("#wf-step table")
             page.click("#wf-graph g.dag-node[data-step='transform']")
-            page.wait_for_selector("#wf-step table.wf-items")
+            page.wait_for_selector("#wf-step[data-step='transform'] table.wf-items")
             assert page.locator("#wf-step table.wf-items tbody tr").count() == 3
             page.locator("#wf-step table.wf-items tbody tr[data-index='2'] button").click()
             page.wait_for_selector("#wf-result:has-text('30')")

@@ -170,3 +170,28 @@ def test_text_format_names_the_run_before_a_traceback(
     assert first.endswith("failed [run=r-3 job=j attempt=2]")
     assert rest[0] == "Traceback (most recent call last):"
     assert rest[-1] == "RuntimeError: boom"
+
+
+def test_the_cli_logs_to_the_stderr_of_the_moment(capsys: pytest.CaptureFixture[str]) -> None:
+    """A command run in-process (a test runner, an embedding program) swaps ``sys.stderr`` for
+    its own stream and closes it after: a record logged later goes to the stderr then in
+    place, never to the closed one ("--- Logging error --- … I/O operation on closed file")."""
+    from typer.testing import CliRunner
+
+    from duetime.cli._lifecycle import configure_logging
+
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        with CliRunner().isolation():
+            configure_logging("info")
+        logging.getLogger("duetime.test").warning("after the command")
+        err = capsys.readouterr().err
+        assert "after the command" in err
+        assert "Logging error" not in err
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])

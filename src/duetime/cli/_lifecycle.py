@@ -66,7 +66,7 @@ def configure_logging(level: str, fmt: str | None = None) -> None:
     chosen = (fmt or os.environ.get("DUETIME_LOG_FORMAT") or "text").strip().lower()
     if chosen not in _logs.FORMATS:
         fail(f"--log-format must be text or json, got {fmt!r}")
-    _logs.configure(level, chosen, stream=sys.stderr)
+    _logs.configure(level, chosen)
 
 
 def app_for(

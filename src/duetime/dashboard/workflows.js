@@ -242,6 +242,8 @@ export async function workflowInstancePage(view, id, kit) {
     }
     const open = new Set([...detail.querySelectorAll("details[open][data-keep]")].map((d) => d.dataset.keep));
     detail.replaceChildren(...kids);
+    detail.dataset.step = name; // what the panel shows now (a chosen step's run may still be loading)
+    detail.dataset.index = String(chosen.index);
     for (const d of detail.querySelectorAll("details[data-keep]")) if (open.has(d.dataset.keep)) d.open = true;
   }
 
