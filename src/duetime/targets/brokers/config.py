@@ -58,23 +58,33 @@ class BrokerConnection:
 def parse_brokers(raw: str) -> dict[str, BrokerConnection]:
     """The connections named by ``raw`` (JSON text, or a file path; empty: none). Raises
     :class:`ValidationError` naming the setting and the field."""
+    doc = json_object_setting(raw, SETTING, ": connection name → settings")
+    if doc is None:
+        return {}
+    return {name: _connection(name, spec) for name, spec in doc.items()}
+
+
+def json_object_setting(raw: str, setting: str, shape: str) -> dict[str, Any] | None:
+    """The JSON object a setting holds, given inline or as the path of a file holding it;
+    None when it is blank. ValidationError naming ``setting`` when the file cannot be read,
+    the text is no JSON, or the JSON is no object ("must be a JSON object" + ``shape``)."""
     raw = raw.strip()
     if not raw:
-        return {}
+        return None
     if not raw.startswith("{"):
         try:
             raw = Path(raw).read_text(encoding="utf-8")
         except OSError as exc:
             raise ValidationError(
-                SETTING, f"neither a JSON object nor a readable file: {exc}"
+                setting, f"neither a JSON object nor a readable file: {exc}"
             ) from None
     try:
         doc = _json.loads(raw)
     except ValueError as exc:
-        raise ValidationError(SETTING, f"not valid JSON: {exc}") from None
+        raise ValidationError(setting, f"not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise ValidationError(SETTING, "must be a JSON object: connection name → settings")
-    return {name: _connection(name, spec) for name, spec in doc.items()}
+        raise ValidationError(setting, f"must be a JSON object{shape}")
+    return doc
 
 
 def _connection(name: str, spec: object) -> BrokerConnection:

@@ -15,12 +15,10 @@ never of a request: an API caller can neither turn events on nor point them anyw
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
-from duetime import _json
 from duetime._outbox import RUN_EVENT_KINDS, RunEvents
 from duetime.errors import ValidationError
-from duetime.targets.brokers.config import BrokerConnection
+from duetime.targets.brokers.config import BrokerConnection, json_object_setting
 from duetime.targets.brokers.validate import is_broker_target, validate_broker_target
 
 SETTING = "DUETIME_RUN_EVENTS"
@@ -33,22 +31,9 @@ def parse_run_events(
     """The run events ``raw`` (JSON text, or a file path; empty: none) asks for. When
     ``brokers`` (this process's connections) names the target's connection, its type must
     match the target's. Raises :class:`ValidationError` naming the setting and the field."""
-    raw = raw.strip()
-    if not raw:
+    doc = json_object_setting(raw, SETTING, ' such as {"target": {…}}')
+    if doc is None:
         return None
-    if not raw.startswith("{"):
-        try:
-            raw = Path(raw).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValidationError(
-                SETTING, f"neither a JSON object nor a readable file: {exc}"
-            ) from None
-    try:
-        doc = _json.loads(raw)
-    except ValueError as exc:
-        raise ValidationError(SETTING, f"not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ValidationError(SETTING, 'must be a JSON object such as {"target": {…}}')
     unknown = sorted(str(k) for k in doc if k not in _FIELDS)
     if unknown:
         raise ValidationError(
