@@ -34,12 +34,14 @@ FIGURES = {
     "sqlite_firing": ("runs/s", re.compile(r"sqlite firing N=\d+: ([\d,]+) runs/s"), True),
     "oneshots": ("p99 start lag s", re.compile(r"start lag p50 [\d.]+ s, p99 ([\d.]+) s"), False),
     "workflows": ("fan-out steps/s", re.compile(r"fan-out ([\d,]+) steps/s"), True),
+    "materialize_burst": ("runs made/s", re.compile(r"horizon: ([\d,]+) runs made/s"), True),
 }
 ONE_ROUND = {"workflows": ["--rounds", "1"]}
 """How a benchmark is told to run one round (the default: ``--repeat 1``)."""
 
 
 def one_round(checkout: Path, bench: str, args: list[str]) -> float:
+    """The round's figure; its per-round line (CPU per run and the rest) is printed too."""
     python = checkout / ".venv" / "bin" / "python"
     if not python.exists():
         if checkout.resolve() != ROOT:
@@ -55,6 +57,7 @@ def one_round(checkout: Path, bench: str, args: list[str]) -> float:
     for line in done.stdout.splitlines():
         match = pattern.search(line)
         if match and line.startswith("  "):
+            print(f"    {checkout.name}:{line}", flush=True)
             return float(match.group(1).replace(",", ""))
     sys.exit(f"round in {checkout} printed no figure:\n{done.stdout[-2000:]}")
 

@@ -119,9 +119,14 @@ def _mix_jobs(prefix: str) -> str:
 class Database:
     """A benchmark database: a fresh PostgreSQL database or SQLite file, with raw SQL access."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, *, url: str | None = None) -> None:
+        """A fresh database, migrated; or, given ``url``, that existing PostgreSQL database
+        as it is (dropped by :meth:`drop` all the same)."""
         self.store = store
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if url is not None:
+            self.url = url
+            return
         if store == "postgres":
             self.url = create_database("burn")
         else:
@@ -332,12 +337,15 @@ def duetime_burndown(
     timeout: float = 600.0,
     prepare: Callable[[Database], None] | None = None,
     alongside: Callable[[Database], Callable[[], dict[str, float]]] | None = None,
+    database: Callable[[], tuple[Database, str]] | None = None,
 ) -> dict[str, Any]:
     """One burn-down of ``runs`` measured runs; returns its figures (runs_per_s, enqueue
     rates, CPU per run). ``defaults``: the workers get no settings at all (the product's
     defaults) instead of the benchmark's. ``prepare`` fills the database before the workers
     start; ``alongside`` starts something that runs during the burn-down (from just before
     the measured runs exist) and returns how to stop it, whose figures join the result.
+    ``database`` instead gives a database seeded already (the job, its template run and
+    whatever ``prepare`` would add) and the template run's id: no seeding, no trigger rate.
     Raises :class:`BenchError` when a step fails."""
     if defaults:
         settings: dict[str, object] = {}
@@ -347,18 +355,23 @@ def duetime_burndown(
             "worker_batch": batch or DEFAULTS[store]["batch"],
             "worker_poll_interval": 0.2,
         }
-    db = Database(store)
+    if database is not None:
+        db, template = database()
+    else:
+        db = Database(store)
     procs: list[subprocess.Popen[bytes]] = []
     spy: subprocess.Popen[bytes] | None = None
     waiter: _Waiter | None = None
     backends: BackendMeter | None = None
     stop_alongside: Callable[[], dict[str, float]] | None = None
     try:
-        template, trigger_rate = asyncio.run(_seed(db.url, task, mix))
-        # the trigger-rate runs are not part of the burn-down
-        db.query("DELETE FROM runs WHERE job_name = 'bench.trigger'")
-        if prepare is not None:
-            prepare(db)
+        trigger_rate = float("nan")
+        if database is None:
+            template, trigger_rate = asyncio.run(_seed(db.url, task, mix))
+            # the trigger-rate runs are not part of the burn-down
+            db.query("DELETE FROM runs WHERE job_name = 'bench.trigger'")
+            if prepare is not None:
+                prepare(db)
         env = measured_env(database_url=db.url, **settings)
         procs = [
             spawn([sys.executable, "-m", "duetime", "worker", "--log-level", "warning"], env)

@@ -6,10 +6,12 @@
 For each broker (Redis stream, RabbitMQ exchange with publisher confirms, NATS JetStream
 subject), a fresh PostgreSQL database gets ``--messages`` pending outbox rows (written with
 one SQL statement: the rows a broker run's completion inserts), then ``--relays`` processes
-each run a :class:`~duetime.worker.relay.Relay` (batches of ``--batch``, claimed with
-``FOR UPDATE SKIP LOCKED``) until the outbox is empty. The figure is messages per second from
-the relays' start to the last row marked sent; the broker-side count is checked. Brokers on
-loopback as the tests use them (``DUETIME_TEST_REDIS_URL`` …).
+each run a :class:`~duetime.worker.relay.Relay`'s loop as a worker runs it (batches of
+``--batch``, claimed with ``FOR UPDATE SKIP LOCKED``) until the outbox is empty. The figure
+is messages per second from the relays' start to the last row marked sent, beside the
+relays' CPU time per message (from their start until the outbox is empty: the figure that
+says most on a loaded machine); the broker-side count is checked. Brokers on loopback as the
+tests use them (``DUETIME_TEST_REDIS_URL`` …).
 """
 
 from __future__ import annotations
@@ -53,20 +55,27 @@ FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, %(n)s)) r
 """
 
 
-def _relay_process(url: str, setting: str, batch: int, ready: Any, go: Any) -> None:
+def _relay_process(
+    url: str, setting: str, batch: int, ready: Any, go: Any, drained: Any, cpu: Any
+) -> None:
     async def run() -> None:
         store = create_store(url)
         await store.open()
         relay = Relay(store, parse_brokers(setting), batch=batch)
+        stop = asyncio.Event()
+
+        async def until_drained() -> None:
+            await asyncio.to_thread(drained.wait)
+            stop.set()
+
         try:
             ready.release()
             go.wait()
-            idle = 0
-            while idle < 2:
-                done = await relay.run_once()
-                idle = idle + 1 if not done.claimed else 0
-                if not done.claimed:
-                    await asyncio.sleep(0.05)
+            began = time.process_time()
+            watcher = asyncio.create_task(until_drained())
+            await relay.run(stop)  # as a worker runs it: marks beside the next pass
+            await watcher
+            cpu.put(time.process_time() - began)
         finally:
             await relay.close()
             await store.close()
@@ -136,7 +145,8 @@ class Destination:
             await self._nc.close()
 
 
-async def one_round(kind: str, messages: int, relays: int, batch: int) -> tuple[float, int]:
+async def one_round(kind: str, messages: int, relays: int, batch: int) -> tuple[float, int, float]:
+    """Messages per second, the broker's count, and the relays' CPU µs per message."""
     url = create_database("outbox")
     try:
         async with AsyncApp(url, migrate=True):
@@ -146,9 +156,11 @@ async def one_round(kind: str, messages: int, relays: int, batch: int) -> tuple[
                 conn.execute(FILL, {"target": _json.dumps(destination.target), "n": messages})
             setting = _json.dumps({"b": {"type": kind, "url": URLS[kind]}})
             ctx = multiprocessing.get_context("spawn")
-            ready, go = ctx.Semaphore(0), ctx.Event()
+            ready, go, drained, cpu = ctx.Semaphore(0), ctx.Event(), ctx.Event(), ctx.Queue()
             procs = [
-                ctx.Process(target=_relay_process, args=(url, setting, batch, ready, go))
+                ctx.Process(
+                    target=_relay_process, args=(url, setting, batch, ready, go, drained, cpu)
+                )
                 for _ in range(relays)
             ]
             for p in procs:
@@ -165,11 +177,13 @@ async def one_round(kind: str, messages: int, relays: int, batch: int) -> tuple[
                     await asyncio.sleep(0.02)
                 elapsed = time.perf_counter() - start
             finally:
+                drained.set()
                 await store.close()
+            spent = sum(cpu.get(timeout=60) for _ in procs)
             for p in procs:
                 p.join(30)
             received = await destination.count()
-        return messages / elapsed, received
+        return messages / elapsed, received, spent / messages * 1e6
     finally:
         drop_database(url)
 
@@ -184,14 +198,20 @@ def main() -> None:
     args = parser.parse_args()
     kinds = args.brokers.split(",")
     rates: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpus: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):  # interleaved: each round visits every broker once
         for kind in kinds:
-            rate, received = asyncio.run(one_round(kind, args.messages, args.relays, args.batch))
+            rate, received, cpu = asyncio.run(
+                one_round(kind, args.messages, args.relays, args.batch)
+            )
             if received < args.messages:
                 raise SystemExit(f"{kind}: the broker holds {received:,} of {args.messages:,}")
+            print(f"  {kind} {rate:,.0f} messages/s, relays' CPU {cpu:.1f} µs/message", flush=True)
             rates[kind].append(rate)
+            cpus[kind].append(cpu)
     lines = [
-        f"{kind:9} {Spread.of(rates[kind]).show()} messages/s  (median (min–max) of "
+        f"{kind:9} {Spread.of(rates[kind]).show()} messages/s, relays' CPU "
+        f"{Spread.of(cpus[kind]).show('.1f')} µs/message  (median (min–max) of "
         f"{args.rounds} interleaved rounds; {args.messages:,} messages, {args.relays} relays, "
         f"batch {args.batch}; every message reached the broker)"
         for kind in kinds

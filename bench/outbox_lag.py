@@ -10,7 +10,9 @@ the connection in ``DUETIME_BROKERS``, so each runs a relay) run them on Postgre
 consumer in this process reads the destination as messages arrive (Redis ``XREAD BLOCK``;
 NATS: a JetStream push subscription). Lag = arrival on the consumer's clock − the message's
 ``duetime-scheduled-for`` (same machine, same clock). Every run of the window must arrive
-exactly once by its message id; a missing or doubled one fails the bench.
+exactly once by its message id; a missing or doubled one fails the bench. Also printed: where
+the lag goes (the run's start, its message's commit and its mark ``sent``, from the database)
+and the CPU time of the scheduler and workers (from their start) per message.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bench._common import (
     guarded_main,
     lag_summary,
     percentile,
+    proc_cpu_seconds,
     report,
     spawn,
     stop_all,
@@ -187,6 +190,7 @@ def fire_to_publish(
         except BenchError as exc:
             raise BenchError(f"{exc} ({len(arrivals.seen):,} of {registered:,} arrived)") from None
         stages = _stages(db)
+        cpu = sum(proc_cpu_seconds(p.pid) for p in procs)
         errors = stop_all(procs)
         procs = []
         if errors:
@@ -195,7 +199,14 @@ def fire_to_publish(
             raise BenchError(f"{arrivals.doubled} messages arrived twice")
         lags = [(arrived - due) * 1000 for arrived, due in arrivals.seen.values()]
         summary = lag_summary(lags)
-        return {"broker": kind, "rate": rate, "messages": len(lags), **summary, "stages": stages}
+        return {
+            "broker": kind,
+            "rate": rate,
+            "messages": len(lags),
+            **summary,
+            "stages": stages,
+            "cpu_us": cpu / len(lags) * 1e6,
+        }
     finally:
         stop.set()
         stop_all(procs)
@@ -230,7 +241,8 @@ def describe(r: dict[str, Any]) -> str:
     return (
         f"{r['broker']:6} {r['rate']:,.0f} triggers/s, {r['messages']:,} messages: lag p50 "
         f"{r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms "
-        f"(ms after the instant: {stages})"
+        f"(ms after the instant: {stages}); CPU of the duetime processes "
+        f"{r['cpu_us']:.0f} µs/message"
     )
 
 

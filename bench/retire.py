@@ -4,7 +4,9 @@
 
 Each round, twice, interleaved: a fresh PostgreSQL database holding ``--history`` finished
 runs, each with its attempt, ended 97 to 167 days ago (past the 90-day retention, in weekly
-attempt partitions as the leader keeps them), vacuumed; then a burn-down of ``--runs`` no-op
+attempt partitions as the leader keeps them), vacuumed (seeded once, by set-based ``INSERT
+… SELECT``, into a template database that every burn-down gets a file copy of: ``CREATE
+DATABASE … TEMPLATE … STRATEGY FILE_COPY``); then a burn-down of ``--runs`` no-op
 runs by 2 ``duetime worker`` processes with the product's defaults (bench.burndown). Once
 as it is ("quiet"), once with a retention process beside it ("retiring") that runs the
 leader's retention pass (``RetentionPruner.run_once``: the weeks past retention dropped, the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -26,6 +29,10 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
 
 from bench._common import (
     BenchError,
@@ -33,9 +40,10 @@ from bench._common import (
     exit_on_sigterm,
     guarded_main,
     measured_env,
+    pg_base_url,
     report,
 )
-from bench.burndown import Database, duetime_burndown
+from bench.burndown import Database, _seed, duetime_burndown
 
 OLDEST_DAYS = 167
 NEWEST_DAYS = 97
@@ -106,6 +114,98 @@ def seed_history(count: int) -> Callable[[Database], None]:
     return prepare
 
 
+class SeededHistory:
+    """The database every burn-down starts from: the burn-down's job and template run plus
+    the history, built once (the seeding of 10M rows takes minutes) and then a template
+    (no connections allowed, so autovacuum leaves it alone); :meth:`copy` gives each
+    burn-down its own file copy. :meth:`drop` removes the template (idempotent) unless
+    ``keep``: then it stays, named after the history's size, and a later run with the same
+    ``--history`` and ``--keep`` starts from it (its comment names the template run)."""
+
+    def __init__(self, history: int, *, keep: bool = False) -> None:
+        self.history = history
+        self.keep = keep
+        self.name = ""
+        self.template_run = ""
+        self.seeded_s = 0.0
+
+    def copy(self) -> tuple[Database, str]:
+        if not self.name and self.keep:
+            self._reuse()
+        if not self.name:
+            self._build()
+        name = f"bench_burn_{secrets.token_hex(3)}"
+        with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+                    sql.Identifier(name), sql.Identifier(self.name)
+                )
+            )
+        url = urlunsplit(urlsplit(pg_base_url())._replace(path="/" + name))
+        return Database("postgres", url=url), self.template_run
+
+    def _kept_name(self) -> str:
+        return f"bench_retire_history_{self.history}"
+
+    def _reuse(self) -> None:
+        with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database "
+                "WHERE datname = %s AND datistemplate",
+                (self._kept_name(),),
+            ).fetchone()
+        if row is not None and row[0]:
+            self.name, self.template_run = self._kept_name(), str(row[0])
+            print(f"starting from the kept template {self.name}", flush=True)
+
+    def _build(self) -> None:
+        started = time.perf_counter()
+        db = Database("postgres")
+        try:
+            self.template_run, _ = asyncio.run(_seed(db.url, "noop"))
+            db.query("DELETE FROM runs WHERE job_name = 'bench.trigger'")
+            seed_history(self.history)(db)
+        except BaseException:
+            db.drop()
+            raise
+        self.name = urlsplit(db.url).path.lstrip("/")
+        with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+            if self.keep:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(self._kept_name()))
+                )
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(self.name), sql.Identifier(self._kept_name())
+                    )
+                )
+                self.name = self._kept_name()
+            conn.execute(
+                sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                    sql.Identifier(self.name), sql.Literal(self.template_run)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
+                    sql.Identifier(self.name)
+                )
+            )
+        self.seeded_s = time.perf_counter() - started
+        print(f"history seeded in {self.seeded_s:.0f} s", flush=True)
+
+    def drop(self) -> None:
+        if not self.name or self.keep:
+            return
+        with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE false").format(
+                    sql.Identifier(self.name)
+                )
+            )
+            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(self.name)))
+        self.name = ""
+
+
 RETIRER = """
 import asyncio, signal, sys
 from duetime._config import Settings
@@ -171,13 +271,13 @@ def _start_retirer(db: Database, pause: float) -> Callable[[], dict[str, float]]
 
     def stop() -> dict[str, float]:
         if not stopped:
-            after = _history(db)
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            stopped["history_retired"] = float(before - after)
+                proc.wait()
+            stopped["history_retired"] = float(before - _history(db))
         return stopped
 
     return stop
@@ -202,31 +302,42 @@ def main() -> None:
         default="flat",
         help="retention passes back to back (flat) or once a minute as the leader runs them",
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the seeded history (a template database named after --history) for a "
+        "later run with --keep, which starts from it instead of seeding again",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
     rates: dict[str, list[float]] = {"quiet": [], "retiring": []}
     retired: list[float] = []
     started = time.perf_counter()
-    for _ in range(args.rounds):
-        for mode in ("quiet", "retiring"):
-            result = duetime_burndown(
-                "postgres",
-                args.runs,
-                2,
-                defaults=True,
-                prepare=seed_history(args.history),
-                alongside=retirer(args.pace) if mode == "retiring" else None,
-            )
-            rates[mode].append(result["runs_per_s"])
-            if mode == "retiring":
-                retired.append(result.get("history_retired", 0.0))
+    seeded = SeededHistory(args.history, keep=args.keep)
+    try:
+        for _ in range(args.rounds):
+            for mode in ("quiet", "retiring"):
+                result = duetime_burndown(
+                    "postgres",
+                    args.runs,
+                    2,
+                    defaults=True,
+                    database=seeded.copy,
+                    alongside=retirer(args.pace) if mode == "retiring" else None,
+                )
+                print(f"{mode}: {result['runs_per_s']:,.0f} runs/s", flush=True)
+                rates[mode].append(result["runs_per_s"])
+                if mode == "retiring":
+                    retired.append(result.get("history_retired", 0.0))
+    finally:
+        seeded.drop()
     quiet = statistics.median(rates["quiet"])
     retiring = statistics.median(rates["retiring"])
     lines = [
         f"history {args.history:,} finished runs with an attempt each, {NEWEST_DAYS}–"
         f"{OLDEST_DAYS} days old; burn-down of {args.runs:,} no-op runs, 2 workers, product "
         f"defaults; retention {args.pace}; {args.rounds} rounds, interleaved "
-        f"({time.perf_counter() - started:.0f} s)",
+        f"({time.perf_counter() - started:.0f} s, of which {seeded.seeded_s:.0f} s seeding)",
         f"  quiet:    {quiet:,.0f} runs/s ({min(rates['quiet']):,.0f}–{max(rates['quiet']):,.0f})",
         f"  retiring: {retiring:,.0f} runs/s ({min(rates['retiring']):,.0f}–"
         f"{max(rates['retiring']):,.0f}); history rows (runs and attempts) retired meanwhile: "

@@ -8,7 +8,11 @@ On a fresh SQLite file, N one-shot jobs (every setting the product's default, so
 what `duetime up` does to them through its one connection: the scheduler's pass
 (``Materializer.run_once``, unpaced), claims ahead of the instant (batches of 500), the starts
 of the claimed runs (``runs_start``, as the worker's starter writes them), their completions.
-Figure: runs/s through all four (each step's share is printed too). The machine's load falls
+Figure: runs/s through all four (each step's share is printed too), and the statements and
+commits per run the connection ran (its trace callback: counts, not times, so the machine's
+load leaves them alone). With ``--overlap`` the start of batch k+1 and the completion of batch k
+are asked for at once, as a worker's starter and completer do (SQLite's group commit then
+shares their commit: decision 0039); the two are timed as one step. The machine's load falls
 on every step alike; compare builds with bench.ab (interleaved rounds). Exits non-zero with the
 reason when a step handles fewer runs than it should.
 """
@@ -33,7 +37,7 @@ from duetime.store.base import RunCompletion, RunsClaimParams, RunsCompleteParam
 BATCH = 500
 
 
-async def _firing(path: str, jobs: int) -> dict[str, float]:
+async def _firing(path: str, jobs: int, overlap: bool = False) -> dict[str, float]:
     at = datetime.now(UTC) + timedelta(seconds=60)
     settings = Settings(database_url=path, scheduler_horizon=120.0)
     async with AsyncApp(settings=settings, migrate=True) as app:
@@ -42,6 +46,11 @@ async def _firing(path: str, jobs: int) -> dict[str, float]:
             raise BenchError("registration fell short")
         store = app.store
         steps: dict[str, float] = {}
+        statements: list[str] = []
+        conn = getattr(store, "conn", None)
+        if conn is None:
+            raise BenchError("the store is not SQLite")
+        await conn.set_trace_callback(lambda sql: statements.append(sql.split(None, 1)[0]))
         began = time.perf_counter()
         made = await Materializer(store, settings).run_once()
         steps["materialize"] = time.perf_counter() - began
@@ -60,17 +69,12 @@ async def _firing(path: str, jobs: int) -> dict[str, float]:
                 raise BenchError(f"claimed {len(claimed)} of {jobs} runs")
             claimed += batch
         steps["claim"] = time.perf_counter() - began
-        began = time.perf_counter()
-        started = 0
-        for k in range(0, jobs, BATCH):
+
+        async def start(k: int) -> int:
             runs = [(c.run.id, c.run.token) for c in claimed[k : k + BATCH]]
-            started += len(await store.runs_start(RunsStartParams(runs, now=at)))
-        steps["start"] = time.perf_counter() - began
-        if started != jobs:
-            raise BenchError(f"started {started} of {jobs} runs")
-        began = time.perf_counter()
-        done = 0
-        for k in range(0, jobs, BATCH):
+            return len(await store.runs_start(RunsStartParams(runs, now=at)))
+
+        async def complete(k: int) -> int:
             completions = [
                 RunCompletion(
                     run_id=c.run.id, token=c.run.token, worker_id="bench",
@@ -80,31 +84,61 @@ async def _firing(path: str, jobs: int) -> dict[str, float]:
                 )
                 for c in claimed[k : k + BATCH]
             ]  # fmt: skip
-            done += sum(await store.runs_complete(RunsCompleteParams(completions, now=at)))
-        steps["complete"] = time.perf_counter() - began
+            return sum(await store.runs_complete(RunsCompleteParams(completions, now=at)))
+
+        batches = range(0, jobs, BATCH)
+        began = time.perf_counter()
+        if overlap:  # batch k+1 starts while batch k completes
+            started = done = 0
+            for k in [*batches, jobs]:
+                both = await asyncio.gather(
+                    start(k) if k < jobs else asyncio.sleep(0, 0),
+                    complete(k - BATCH) if k > 0 else asyncio.sleep(0, 0),
+                )
+                started, done = started + both[0], done + both[1]
+            steps["start+complete"] = time.perf_counter() - began
+        else:
+            started = sum([await start(k) for k in batches])
+            steps["start"] = time.perf_counter() - began
+            began = time.perf_counter()
+            done = sum([await complete(k) for k in batches])
+            steps["complete"] = time.perf_counter() - began
+        if started != jobs:
+            raise BenchError(f"started {started} of {jobs} runs")
         if done != jobs:
             raise BenchError(f"completed {done} of {jobs} runs")
+        await conn.set_trace_callback(None)
+        steps["statements/run"] = sum(w not in ("BEGIN", "COMMIT") for w in statements) / jobs
+        steps["commits/run"] = statements.count("COMMIT") / jobs
     return steps
 
 
-def sqlite_firing(jobs: int) -> dict[str, float]:
+def sqlite_firing(jobs: int, overlap: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="duetime-bench-") as tmp:
-        return asyncio.run(_firing(str(Path(tmp) / "fire.db"), jobs))
+        return asyncio.run(_firing(str(Path(tmp) / "fire.db"), jobs, overlap))
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--overlap", action="store_true", help="start batch k+1 while batch k completes"
+    )
     args = parser.parse_args()
     if args.jobs < 1 or args.repeat < 1:
         raise BenchError("--jobs and --repeat must be at least 1")
-    rounds = [sqlite_firing(args.jobs) for _ in range(args.repeat)]
+    rounds = [sqlite_firing(args.jobs, args.overlap) for _ in range(args.repeat)]
     lines = []
     for r in rounds:
+        counts = {k: r.pop(k) for k in ("statements/run", "commits/run")}
         shares = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in r.items())
         per_s = args.jobs / sum(r.values())
-        lines.append(f"  sqlite firing N={args.jobs}: {per_s:,.0f} runs/s ({shares})")
+        lines.append(
+            f"  sqlite firing N={args.jobs}: {per_s:,.0f} runs/s ({shares}); "
+            f"{counts['statements/run']:.4f} statements and {counts['commits/run']:.4f} "
+            "commits per run"
+        )
     if len(rounds) > 1:
         total = Spread.of([args.jobs / sum(r.values()) for r in rounds])
         lines.append(f"median {total.show()} runs/s over {len(rounds)} rounds")

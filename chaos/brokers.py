@@ -1,18 +1,21 @@
 """Broker chaos (issue 19; docs/reliability.md): real ``duetime scheduler`` and ``duetime
 worker`` processes run one-shot jobs whose targets are a Redis stream, a RabbitMQ exchange and a
 NATS JetStream subject; their relays publish the outbox while workers (and the relays in them)
-are SIGKILLed every few seconds, mid-publish, and the Redis and NATS servers are killed for a
-while and started again. Then, from the database and what each broker holds:
+are SIGKILLed every few seconds, mid-publish; the Redis, RabbitMQ and NATS servers are each
+killed for a while and started again, and so is PostgreSQL (stopped ``fast`` or ``immediate``,
+down for a while, started). Then, from the database and what each broker holds:
 
 - every succeeded broker run's message reached its broker at least once;
 - no message without a run: each one names a run that succeeded, with that attempt's id;
 - duplicates only with identical message ids (and bodies);
-- none reached the JetStream stream twice (it dedupes on ``Nats-Msg-Id``).
+- none reached the JetStream stream twice (it dedupes on ``Nats-Msg-Id``);
+- every succeeded run's ``succeeded`` run event is there, and no outbox row is dead.
 
-Redis and NATS are private servers started here (Redis on port 6391 with an fsync'd append-only
-file, NATS with JetStream on 4231 with its own store directory), so killing them disturbs no
-one; RabbitMQ is the shared one on 5672 and is left running. PostgreSQL is the test server
-(``DUETIME_TEST_PG_URL``): a fresh database, dropped at the end.
+Every server is private, started here on its own port and data, so killing it disturbs no one:
+Redis on 6391 (an fsync'd append-only file), NATS with JetStream on 4231 (its own store
+directory), a RabbitMQ node on 5682 (Erlang distribution on 25682, its own epmd on 25683, a
+durable queue; chaos/private_servers.py) and a PostgreSQL cluster on 5503 (initdb'd for the
+run, removed at the end).
 
     python -m chaos.brokers --duration 120          # the longer run of docs/reliability.md
 
@@ -44,11 +47,17 @@ from typing import Any
 import psycopg
 
 from chaos import pg
+from chaos.private_servers import (
+    PrivatePostgres,
+    ServerSetupError,
+    epmd_argv,
+    rabbitmq_argv_env,
+    rabbitmq_server,
+)
 from duetime import AsyncApp, _json
 from duetime._types import RetryPolicy
 from duetime.registration import JobSpec
 
-AMQP_URL = os.environ.get("DUETIME_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 SETTINGS = {
     "DUETIME_LEASE_TTL": "3",
     "DUETIME_HEARTBEAT_INTERVAL": "1",
@@ -78,12 +87,17 @@ class Options:
     rate: float = 20.0
     """One-shot jobs per second per broker."""
     outage: float = 5.0
-    """Seconds the Redis and the NATS server stay down (one outage each)."""
+    """Seconds each server (Redis, RabbitMQ, NATS, PostgreSQL) stays down (one outage each)."""
     drain_timeout: float = 90.0
     lead: float = 8.0
     redis_port: int = 6391
     nats_port: int = 4231
-    base_url: str = ""
+    rabbitmq_port: int = 5682
+    rabbitmq_dist_port: int = 25682
+    epmd_port: int = 25683
+    pg_port: int = 5503
+    pg_stop: str = "either"
+    """How PostgreSQL is stopped: ``fast``, ``immediate``, or ``either`` (the seed's choice)."""
     workdir: Path | None = None
     seed: int | None = None
 
@@ -174,14 +188,22 @@ def _wait_port(port: int, timeout: float) -> None:
     raise SetupError(f"nothing answers on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
+STARTUP = {"redis": 20.0, "nats": 20.0, "rabbitmq": 120.0}
+"""Seconds each server may take to answer after a start (a RabbitMQ node boots in ~8 s on a
+loaded machine, and recovers its queues after a kill)."""
+
+
 class Servers:
-    """The private Redis and NATS servers: started, killed, started again on their data."""
+    """The private Redis, NATS and RabbitMQ servers: started, killed, started again on their
+    data. The RabbitMQ node's epmd is started with the first start of the node and runs until
+    the end (killing it would be a different failure: the node's name lost)."""
 
     def __init__(self, procs: Procs, opts: Options, workdir: Path) -> None:
         self.procs, self.opts, self.workdir = procs, opts, workdir
         self.current: dict[str, subprocess.Popen[bytes]] = {}
-        (workdir / "redis").mkdir(exist_ok=True)
-        (workdir / "nats").mkdir(exist_ok=True)
+        for kind in ("redis", "nats", "rabbitmq"):
+            (workdir / kind).mkdir(exist_ok=True)
+        self.epmd: subprocess.Popen[bytes] | None = None
 
     def argv(self, kind: str) -> list[str]:
         if kind == "redis":
@@ -196,18 +218,49 @@ class Servers:
         ]  # fmt: skip
 
     def port(self, kind: str) -> int:
-        return self.opts.redis_port if kind == "redis" else self.opts.nats_port
+        return {
+            "redis": self.opts.redis_port,
+            "nats": self.opts.nats_port,
+            "rabbitmq": self.opts.rabbitmq_port,
+        }[kind]
 
-    def start(self, kind: str) -> None:
+    def start(self, kind: str, *, wait: bool = True) -> None:
         if not _port_free(self.port(kind)):
             raise SetupError(f"port {self.port(kind)} is taken: another {kind} runs there")
-        self.current[kind] = self.procs.start(kind, self.argv(kind))
-        _wait_port(self.port(kind), 20)
+        if kind == "rabbitmq":
+            self._start_rabbitmq()
+        else:
+            self.current[kind] = self.procs.start(kind, self.argv(kind))
+        if wait:
+            self.wait(kind)
+
+    def wait(self, kind: str) -> None:
+        _wait_port(self.port(kind), STARTUP[kind])
+
+    def _start_rabbitmq(self) -> None:
+        o = self.opts
+        try:
+            if self.epmd is None:
+                if not _port_free(o.epmd_port):
+                    raise SetupError(f"port {o.epmd_port} (epmd) is taken")
+                self.epmd = self.procs.start("epmd", epmd_argv(o.epmd_port))
+                _wait_port(o.epmd_port, 10)
+            argv, env = rabbitmq_argv_env(
+                self.workdir / "rabbitmq", o.rabbitmq_port, o.rabbitmq_dist_port, o.epmd_port
+            )
+        except ServerSetupError as exc:
+            raise SetupError(str(exc)) from None
+        if not _port_free(o.rabbitmq_dist_port):
+            raise SetupError(f"port {o.rabbitmq_dist_port} (Erlang distribution) is taken")
+        self.current["rabbitmq"] = self.procs.start("rabbitmq", argv, env)
 
     def kill(self, kind: str) -> None:
         self.procs.kill(self.current[kind])
         deadline = time.monotonic() + 10
-        while not _port_free(self.port(kind)) and time.monotonic() < deadline:
+        ports = [self.port(kind)]
+        if kind == "rabbitmq":  # its next start binds the distribution port again
+            ports.append(self.opts.rabbitmq_dist_port)
+        while not all(map(_port_free, ports)) and time.monotonic() < deadline:
             time.sleep(0.05)
 
 
@@ -218,6 +271,7 @@ class Servers:
 class Destinations:
     redis_url: str
     nats_url: str
+    amqp_url: str
     stream: str = "chaos-orders"
     events: str = "chaos-events"
     subject: str = "chaos.orders"
@@ -240,7 +294,7 @@ class Destinations:
         return _json.dumps(
             {
                 "r": {"type": "redis", "url": self.redis_url},
-                "q": {"type": "rabbitmq", "url": AMQP_URL},
+                "q": {"type": "rabbitmq", "url": self.amqp_url},
                 "n": {"type": "nats", "url": self.nats_url, "duplicate_window": 120},
             }
         )
@@ -255,11 +309,11 @@ class Destinations:
         import nats
         from nats.js.api import StreamConfig
 
-        conn = await aio_pika.connect(AMQP_URL)
-        async with conn:
+        conn = await aio_pika.connect(self.amqp_url)
+        async with conn:  # durable: the node is killed, its persistent messages must survive
             channel = await conn.channel()
-            exchange = await channel.declare_exchange(self.exchange)
-            queue = await channel.declare_queue(self.exchange)
+            exchange = await channel.declare_exchange(self.exchange, durable=True)
+            queue = await channel.declare_queue(self.exchange, durable=True)
             await queue.bind(exchange, routing_key="due")
         nc = await nats.connect(self.nats_url)
         try:
@@ -285,10 +339,10 @@ class Destinations:
                     out.setdefault(kind, []).append(decoded)
         finally:
             await client.aclose()
-        conn = await aio_pika.connect(AMQP_URL)
+        conn = await aio_pika.connect(self.amqp_url)
         async with conn:
             channel = await conn.channel()
-            queue = await channel.declare_queue(self.exchange)
+            queue = await channel.declare_queue(self.exchange, durable=True)
             while (message := await queue.get(no_ack=True, fail=False)) is not None:
                 headers = {k: str(v) for k, v in (message.headers or {}).items()}
                 headers["body"] = message.body.decode()
@@ -409,29 +463,85 @@ def _check_events(runs: dict[str, Any], events: list[dict[str, str]], verdict: V
             verdict.problems.append(f"succeeded run {run_id} has no succeeded event")
 
 
+OUTAGES = {"rabbitmq": 0.15, "redis": 0.3, "postgres": 0.45, "nats": 0.6}
+"""When each server goes down, as a share of the chaos window; each stays down ``outage``
+seconds (one at a time while the window is at least four outages long)."""
+
+
+def _outage_plan(chaos_start: float, opts: Options) -> list[tuple[float, str, str]]:
+    """(instant, ``stop`` or ``start``, server) of every outage, in order."""
+    plan = []
+    for kind, share in OUTAGES.items():
+        down = chaos_start + share * opts.duration
+        plan += [(down, "stop", kind), (down + opts.outage, "start", kind)]
+    return sorted(plan)
+
+
+def _stop_mode(opts: Options, rng: random.Random) -> str:
+    return rng.choice(("fast", "immediate")) if opts.pg_stop == "either" else opts.pg_stop
+
+
+def _outage_step(
+    action: str,
+    kind: str,
+    servers: Servers,
+    postgres: PrivatePostgres,
+    mode: str,
+    verdict: Verdict,
+) -> None:
+    """Stop or start one server. A broker is SIGKILLed and started again without waiting
+    for it (the kills go on while a RabbitMQ node boots); PostgreSQL is stopped in ``mode``
+    (``fast`` or ``immediate``) and started, waiting until it answers."""
+    if kind != "postgres":
+        if action == "stop":
+            servers.kill(kind)
+        else:
+            servers.start(kind, wait=False)
+        return
+    try:
+        if action == "stop":
+            postgres.stop(mode)
+            verdict.figures["postgres restart"] = f"stopped {mode}"
+        else:
+            took = postgres.start()
+            verdict.figures["postgres restart"] += f", answering {took:.1f} s after its start"
+    except ServerSetupError as exc:
+        verdict.problems.append(f"PostgreSQL {action}: {exc}")
+
+
 def run_broker_chaos(opts: Options, say: Callable[[str], None] = print) -> tuple[Verdict, str]:
     """One run; returns the verdict and the tails of logs that hold a traceback."""
     for tool in ("redis-server", "nats-server"):
         if shutil.which(tool) is None:
             raise SetupError(f"{tool} is not installed")
-    base = opts.base_url or pg.base_url_from_env()
-    if not pg.accepts_connections(base):
-        raise SetupError(f"PostgreSQL unreachable at {base}")
+    if rabbitmq_server() is None:
+        raise SetupError("rabbitmq-server is not installed")
+    if not _port_free(opts.pg_port):
+        raise SetupError(f"port {opts.pg_port} is taken: another PostgreSQL runs there")
     rng = random.Random(opts.seed)
     workdir = opts.workdir or Path(tempfile.mkdtemp(prefix="duetime-broker-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     procs = Procs(workdir)
     verdict = Verdict()
-    url = ""
+    postgres: PrivatePostgres | None = None
     try:
         servers = Servers(procs, opts, workdir)
+        servers.start("rabbitmq", wait=False)  # it boots while the others start
         servers.start("redis")
         servers.start("nats")
+        try:
+            postgres = PrivatePostgres(opts.pg_port)
+            postgres.create()
+        except ServerSetupError as exc:
+            raise SetupError(str(exc)) from None
+        servers.wait("rabbitmq")
         dest = Destinations(
-            f"redis://127.0.0.1:{opts.redis_port}/0", f"nats://127.0.0.1:{opts.nats_port}"
+            f"redis://127.0.0.1:{opts.redis_port}/0",
+            f"nats://127.0.0.1:{opts.nats_port}",
+            f"amqp://guest:guest@127.0.0.1:{opts.rabbitmq_port}/",
         )
         asyncio.run(dest.create())
-        url = pg.create_database(base)
+        url = pg.create_database(postgres.base_url)
         start = datetime.now(UTC) + timedelta(seconds=opts.lead)
         registered = asyncio.run(_register(url, dest, start, opts))
         verdict.figures["jobs"] = registered
@@ -445,26 +555,35 @@ def run_broker_chaos(opts: Options, say: Callable[[str], None] = print) -> tuple
         kills = outages = 0
         end = time.monotonic() + max(0.0, (start - datetime.now(UTC)).total_seconds())
         end += opts.duration
-        chaos_start = end - opts.duration
-        outage_at = {"redis": 0.3, "nats": 0.6}
-        while (now := time.monotonic()) < end:
-            for kind, share in list(outage_at.items()):
-                if now >= chaos_start + share * opts.duration:
-                    del outage_at[kind]
-                    servers.kill(kind)
-                    time.sleep(opts.outage)
-                    servers.start(kind)
+        plan = _outage_plan(end - opts.duration, opts)
+        next_kill = end - opts.duration
+        # every outage ends, even one a slow machine pushed past the end of the kills
+        while (now := time.monotonic()) < end or plan:
+            while plan and plan[0][0] <= now:
+                _, action, kind = plan.pop(0)
+                if action == "stop":
                     outages += 1
-            i = rng.randrange(len(workers))
-            procs.kill(workers[i])
-            workers[i] = procs.start(f"worker{i}", [*py, "worker"], env)
-            kills += 1
+                mode = _stop_mode(opts, rng) if (action, kind) == ("stop", "postgres") else ""
+                _outage_step(action, kind, servers, postgres, mode, verdict)
+            if now < end and now >= next_kill:
+                i = rng.randrange(len(workers))
+                procs.kill(workers[i])
+                workers[i] = procs.start(f"worker{i}", [*py, "worker"], env)
+                kills += 1
+                next_kill = now + opts.kill_every * rng.uniform(0.5, 1.5)
             if scheduler.poll() is not None:
                 verdict.problems.append("the scheduler exited by itself")
                 scheduler = procs.start("scheduler", [*py, "scheduler"], env)
-            time.sleep(opts.kill_every * rng.uniform(0.5, 1.5))
+            wake = [plan[0][0]] if plan else []
+            if now < end:
+                wake += [next_kill, end]
+            time.sleep(max(0.05, min(wake, default=now) - time.monotonic()))
+        for kind in ("rabbitmq", "redis", "nats"):
+            servers.wait(kind)
         verdict.figures["workers SIGKILLed"] = kills
-        verdict.figures["broker outages"] = f"{outages} of {opts.outage:.0f} s (Redis, NATS)"
+        verdict.figures["outages"] = (
+            f"{outages} of {opts.outage:.0f} s (RabbitMQ, Redis, PostgreSQL, NATS)"
+        )
 
         def drained() -> bool:
             open_runs, pending = _db_state(url)
@@ -476,8 +595,8 @@ def run_broker_chaos(opts: Options, say: Callable[[str], None] = print) -> tuple
         return verdict, procs.logs()
     finally:
         procs.kill_everything()
-        if url:
-            pg.drop_database(url, base)
+        if postgres is not None:
+            postgres.destroy()
         if opts.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -490,6 +609,10 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=2.5)
     parser.add_argument("--outage", type=float, default=10.0)
     parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--pg-stop", choices=("fast", "immediate", "either"), default="either",
+        help="how PostgreSQL is stopped mid-run (either: the seed's choice)",
+    )  # fmt: skip
     args = parser.parse_args()
     opts = Options(
         duration=args.duration,
@@ -498,6 +621,7 @@ def main() -> None:
         kill_every=args.kill_every,
         outage=args.outage,
         seed=args.seed,
+        pg_stop=args.pg_stop,
         drain_timeout=max(90.0, args.outage * 6),
     )
     started = time.monotonic()

@@ -101,6 +101,12 @@ class Options:
     """Used instead of a server restart when given: an object with ``restart(base_url, mode)``
     returning the (began, up) instants and ``ensure_running(base_url)`` — the failover test's
     faults of a Patroni cluster (tests/failover/)."""
+    addons: tuple[Any, ...] = ()
+    """More of the run, each an object with ``prepare(url)`` (the database is created, before
+    the jobs are registered), ``start(url)`` (the processes run, the chaos begins), ``stop()``
+    (the chaos is over, before the drain; also on every exit path, so it must be idempotent)
+    and ``check(conn, verdict)`` (add its figures to the verdict): the failover bench's trigger
+    load and REST API (tests/failover/)."""
 
 
 @dataclass
@@ -361,6 +367,8 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
     try:
         (workdir / f"{workload.TASK_MODULE_NAME}.py").write_text(workload.TASK_MODULE)
         code = _snapshot(workdir)
+        for addon in opts.addons:
+            addon.prepare(url)
         reg_start = time.time()
         window = (
             _utc(reg_start + opts.settle + 4),
@@ -381,6 +389,8 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
             run.restart_crashed()
             time.sleep(0.05)
 
+        for addon in opts.addons:
+            addon.start(url)
         chaos_start = time.time()
         chaos_end = chaos_start + opts.duration
         restart_at = [
@@ -414,6 +424,8 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
             time.sleep(0.05)
         if restart_thread is not None:
             restart_thread.join(timeout=2 * pg.RESTART_TIMEOUT)
+        for addon in opts.addons:
+            addon.stop()
         stop_at = time.time()
         until = _utc(stop_at - opts.window_slack)
         run.log(f"chaos over; draining (occurrences up to {until:%H:%M:%S.%f} count)")
@@ -460,6 +472,8 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
                 caps=caps,
                 strict_timing=opts.strict_timing,
             )
+            for addon in opts.addons:
+                addon.check(conn, verdict)
         for error in run.restart_errors:
             verdict.add("harness error", error, kind=checks.INVARIANT, ok=False)
         meta["elapsed"] = f"{time.time() - run.t0:.0f} s"
@@ -474,6 +488,8 @@ def _run_chaos(opts: Options, say: Callable[[str], None]) -> Outcome:
             )
         return outcome
     finally:
+        for addon in opts.addons:
+            addon.stop()
         if run.fleet is not None:
             run.fleet.kill_everything()
         if watch.is_alive():

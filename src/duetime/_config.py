@@ -32,6 +32,10 @@ class Settings:
     empty: everything reads the primary."""
     database_pool_size: int = 10
     """The most pooled PostgreSQL connections one store (one process) opens."""
+    database_checkout_wait: float = 30.0
+    """Seconds a PostgreSQL call waits for a pooled connection (the database unreachable, or
+    every connection busy) before it fails as unreachable: the loops retry, the REST API
+    answers 503 (docs/howto/failover.md)."""
     lease_ttl: float = 30.0
     heartbeat_interval: float = 10.0
     reaper_interval: float = 5.0
@@ -168,7 +172,8 @@ class Settings:
         positive = (
             "lease_ttl heartbeat_interval reaper_interval scheduler_tick worker_lookahead "
             "worker_poll_interval backoff_base backoff_factor backoff_cap shutdown_grace "
-            "retention_days worker_stale_after leader_ttl partition_lease_ttl outbox_lease"
+            "retention_days worker_stale_after leader_ttl partition_lease_ttl outbox_lease "
+            "database_checkout_wait"
         ).split()
         for name in positive:
             if not getattr(self, name) > 0:

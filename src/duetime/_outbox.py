@@ -167,6 +167,13 @@ COMPLETION_EVENTS = frozenset({"succeeded", "retrying", "dead", "cancelled"})
 START_EVENTS = frozenset({"started", "skipped"})
 SKIP_EVENTS = frozenset({"skipped"})
 STARTED_EVENTS = frozenset({"started"})
+CANCEL_EVENTS = frozenset({"cancelled"})
+"""A run cancelled by an operator, or replaced by a newer one (``overlap="replace"``)."""
+REAP_EVENTS = frozenset({"retrying", "dead", "cancelled"})
+"""A run whose lease the leader's reaper found expired: sent back, dead, or ended replaced."""
+END_EVENTS = frozenset({"skipped", "cancelled"})
+"""A job's not-yet-started runs ended by a change to the job (its bounds, its schedule, its
+status)."""
 
 NO_RUN = uuid.UUID(int=0)
 """The outbox's ``run_id`` of a skip event of occurrences that never became runs."""

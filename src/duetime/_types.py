@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
+from duetime.errors import ValidationError
+
 T = TypeVar("T")
+E = TypeVar("E", bound=enum.Enum)
 
 JSON = Any
 """A value that round-trips through JSON (dict, list, str, int, float, bool, None)."""
@@ -169,6 +172,18 @@ def job_hash_seed(tenant: str, name: str, cron: str | None) -> str | None:
     """What ``H`` hashes for a job: its tenant and name (joined by U+001F), or None when its
     schedule has no ``H`` (so equal expressions stay equal schedules)."""
     return f"{tenant}\x1f{name}" if cron_uses_hash(cron) else None
+
+
+def enum_value(
+    kind: type[E], value: object, field: str, wording: str = "{value} is not one of: {allowed}"
+) -> E:
+    """``kind(value)``; else ValidationError at ``field`` saying ``wording`` (``{value}``: the
+    value's repr, ``{allowed}``: ``kind``'s values, comma-separated)."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(v.value) for v in kind)
+        raise ValidationError(field, wording.format(value=repr(value), allowed=allowed)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,11 +259,16 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def materialized(self, tenant: str, task: str, scheduled_for: datetime, now: datetime) -> None:
+    def materialized(
+        self, tenant: str, task: str, scheduled_for: datetime, now: datetime, count: int = 1
+    ) -> None:
+        """``count`` runs of (tenant, task) at ``scheduled_for`` made at ``now``."""
         t, k = self.labels(tenant, task)
-        self._child(self.runs_materialized, t, k).inc()
+        self._child(self.runs_materialized, t, k).inc(count)
         lag = max(0.0, (now - scheduled_for).total_seconds())
-        self._child(self.schedule_lag, t).observe(lag)
+        observe = self._child(self.schedule_lag, t).observe
+        for _ in range(count):
+            observe(lag)
 
     def skipped(self, tenant: str, task: str, reason: str, count: int = 1) -> None:
         t, k = self.labels(tenant, task)

@@ -32,6 +32,7 @@ from duetime._types import (
     RunState,
     Schedule,
     ScheduleKind,
+    enum_value,
     job_hash_seed,
 )
 from duetime.errors import Conflict, NotFound, ValidationError
@@ -150,14 +151,6 @@ def partition_of(job_id: uuid.UUID) -> int:
 
 def _valid_tag(tag: object) -> bool:
     return isinstance(tag, str) and 0 < len(tag) <= 100 and tag.isprintable()
-
-
-def _enum(kind: type[Any], value: Any, field_name: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(v) for v in kind)
-        raise ValidationError(field_name, f"{value!r} is not one of: {allowed}") from None
 
 
 def _schedule(spec: JobSpec, now: datetime) -> Schedule:
@@ -851,10 +844,10 @@ def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
         "priority": spec.priority,
         "retry": _retry(spec.retry, settings),
         "timeout": timeout,
-        "misfire_policy": _enum(MisfirePolicy, spec.misfire, "misfire"),
+        "misfire_policy": enum_value(MisfirePolicy, spec.misfire, "misfire"),
         "misfire_grace": float(grace),
-        "overlap_policy": _enum(OverlapPolicy, spec.overlap, "overlap"),
-        "delivery": _enum(DeliveryMode, spec.delivery, "delivery"),
+        "overlap_policy": enum_value(OverlapPolicy, spec.overlap, "overlap"),
+        "delivery": enum_value(DeliveryMode, spec.delivery, "delivery"),
         "queue": spec.queue,
         "tags": tuple(spec.tags),
         "sla": _seconds_or_none(spec.sla, "sla"),
@@ -1042,7 +1035,7 @@ def _seconds_or_none(value: object, field_name: str) -> float | None:
 
 
 def _overlap_fields(spec: JobSpec) -> dict[str, Any]:
-    policy = _enum(OverlapPolicy, spec.overlap, "overlap")
+    policy = enum_value(OverlapPolicy, spec.overlap, "overlap")
     limit = spec.max_concurrency
     if limit is None:
         limit = 0 if policy is OverlapPolicy.ALLOW else 1

@@ -17,6 +17,7 @@ from duetime._config import Settings
 from duetime._outbox import RUN_EVENT_KINDS
 from duetime._types import RetryPolicy, RunState
 from duetime.errors import ValidationError
+from duetime.store.base import LeasesReapParams, RunsClaimParams
 from duetime.targets.brokers.config import parse_brokers
 from duetime.targets.brokers.events import parse_run_events
 from duetime.testing import FrozenApp, FrozenClock, drain
@@ -200,3 +201,50 @@ def test_settings_default_to_every_event_and_tenant() -> None:
     assert events.tenants is None
     assert events.target == {"type": "nats", "connection": "a", "subject": "e"}
     assert parse_run_events("  ") is None
+
+
+async def test_operator_cancels_and_the_reaper_reach_the_broker(
+    store_url: str, clock: FrozenClock, broker: Consumer
+) -> None:
+    """Runs ended outside a completion — a run cancelled by an operator, a job's pending run
+    cancelled with its job, a run whose lease the reaper found expired (sent back, then dead)
+    — each reach the broker as one event per change, read back and matched with the runs."""
+    setting = brokers_setting(broker.kind)
+    settings = Settings(
+        database_url=store_url, brokers=setting, run_events=_events_setting(broker.target)
+    )
+    async with FrozenApp(store_url, clock=clock, settings=settings) as app:
+        for name in ("cancelled", "with-job", "lost"):
+            retry = RetryPolicy(max_attempts=2, backoff_cap=1)
+            await app.schedule(name, task="ev.lost", cron="0 0 1 1 *", retry=retry,
+                               allow_unregistered=True)  # fmt: skip
+        cancelled = await app.cancel_run((await app.trigger("cancelled")).id)
+        with_job = await app.trigger("with-job")
+        await app.cancel("with-job")
+        lost = await app.trigger("lost")
+        for _ in range(2):  # claimed, its worker gone: sent back once, then dead
+            claim = RunsClaimParams(worker_id="w", tasks=["ev.lost"], limit=1, lease_ttl=30.0,
+                                    lookahead=0.0)  # fmt: skip
+            assert [c.run.id for c in await app.store.runs_claim(claim)] == [lost.id]
+            clock.advance(31)
+            await app.store.leases_reap(LeasesReapParams())
+        await relay_all(relay_for(app.store, setting))
+        received = await broker.read()
+        runs = {r.id: await app.store.run_get(r.tenant, r.id) for r in (cancelled, with_job, lost)}
+
+    got = sorted((m.body["job"], m.body["event"], m.body["reason"]) for m in received)
+    assert got == [
+        ("cancelled", "cancelled", "cancelled"),
+        ("lost", "dead", "attempts_exhausted"),
+        ("lost", "retrying", None),
+        ("lost", "started", None),
+        ("lost", "started", None),
+        ("with-job", "cancelled", "job_cancelled"),
+    ]
+    ids = [m.headers["duetime-message-id"] for m in received]
+    assert len(ids) == len(set(ids))
+    for m in received:
+        run = runs[uuid.UUID(m.body["run_id"])]
+        if m.body["event"] in ("cancelled", "dead"):
+            assert m.body["message_id"] == f"{run.id}:{run.token}:{m.body['event']}"
+            assert run.state.value == m.body["event"]

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from duetime import AsyncApp
 from duetime._types import Run, RunState
 from duetime.cli import cli
-from duetime.importers.crontab import shell_reason
+from duetime.importers.crontab import convert, shell_reason
 from duetime.targets.command import load_commands
 
 FIXTURE = Path(__file__).parent / "data" / "crontab"
@@ -403,3 +403,21 @@ def test_the_allow_list_file_keeps_its_permissions(invoke: Invoke, tmp_path: Pat
         assert out.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(umask)
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("/bin/echo 'open", "an unclosed ' quote: neither a shell nor duetime can split"),
+        ('/bin/echo "open $HOME', 'an unclosed " quote: neither a shell nor duetime can split'),
+        ("/bin/echo a\0b", "a NUL byte in the command"),
+    ],
+)
+def test_a_command_no_shell_could_run_is_refused_with_its_line_even_with_allow_shell(
+    command: str, reason: str
+) -> None:
+    result = convert(f"CRON_TZ=UTC\n# note\n*/5 * * * * {command}\n", allow_shell=True)
+    assert result.commands == {}
+    [refused] = result.refused
+    assert refused.line == 3
+    assert refused.reason.startswith(reason)

@@ -15,14 +15,19 @@ allow for runs from the fault to that instant. Scenarios:
 - ``freeze-primary``: SIGSTOP the primary's PostgreSQL and Patroni together (a machine that
   stops answering without closing a connection); once the standby is promoted, SIGCONT them:
   Patroni demotes the old primary (and reinitialises it if it cannot follow).
+
+With an ``api`` (:class:`tests.failover.api.ApiProbe`), a trigger goes through the REST API
+before each fault, every half second during it, and after it until one is served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tests.failover.api import ApiProbe
 from tests.failover.ha import HaCluster
 
 SCENARIOS = ("kill-primary", "kill-standby", "freeze-primary")
@@ -49,6 +54,7 @@ class Faults:
     scenarios: tuple[str, ...]
     standby_down: float = 5.0
     say: Callable[[str], None] = print
+    api: ApiProbe | None = None
     done: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -63,9 +69,29 @@ class Faults:
         """Inject the next scenario; (began, whole). ``base_url`` and ``mode`` (the chaos
         harness's) are not used: the cluster is the target."""
         scenario = self.scenarios[len(self.done) % len(self.scenarios)]
+        number = len(self.done) + 1
         cluster = self.cluster
         primary = cluster.wait_ready()
         standby = next(name for name in cluster.nodes if name != primary)
+        if self.api is not None:
+            self.api.before(number)
+        with self.api.during(number) if self.api is not None else contextlib.nullcontext():
+            victim, began, promoted = self._inject(scenario, primary, standby)
+        whole = time.time()
+        if self.api is not None:
+            self.api.after(number, whole)
+        fault = Fault(scenario, victim, began, promoted, whole)
+        self.done.append(fault)
+        promotion = "" if promoted is None else f", promoted after {promoted - began:.1f}s"
+        self.say(
+            f"failover: {scenario} of {victim}{promotion}, whole again after "
+            f"{fault.whole - began:.1f}s"
+        )
+        return began, fault.whole
+
+    def _inject(self, scenario: str, primary: str, standby: str) -> tuple[str, float, float | None]:
+        """Inject ``scenario``; return once the cluster is whole: (victim, began, promoted)."""
+        cluster = self.cluster
         began = time.time()
         promoted: float | None = None
         if scenario == "kill-primary":
@@ -88,14 +114,7 @@ class Faults:
             finally:
                 cluster.thaw_node(primary)
             cluster.heal()
-        fault = Fault(scenario, victim, began, promoted, time.time())
-        self.done.append(fault)
-        promotion = "" if promoted is None else f", promoted after {promoted - began:.1f}s"
-        self.say(
-            f"failover: {scenario} of {victim}{promotion}, whole again after "
-            f"{fault.whole - began:.1f}s"
-        )
-        return began, fault.whole
+        return victim, began, promoted
 
     def ensure_running(self, base_url: str) -> bool:
         """Whether the cluster is whole (healing it if it can); the harness's last look."""

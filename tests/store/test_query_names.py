@@ -36,6 +36,9 @@ ONLY_POSTGRES = {
 }
 
 ONLY_SQLITE = {
+    "jobs_advance_plain": "the set path's jobs advanced in a second statement (SQLite has no "
+    "data-modifying CTE: PostgreSQL's runs_materialize_plain does both in one)",
+    "jobs_advance_plain_leased": "as jobs_advance_plain, for a node serving leased partitions",
     "attempt_record": "one attempt row (see attempts_insert)",
     "attempts_record": "a completion batch's attempts: PostgreSQL's runs_complete writes them "
     "in the same one statement (docs/decisions/0003)",

@@ -13,6 +13,7 @@ many groups per tenant, and counts the buffers the claim reads through those two
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from tests.store.test_store_plans import _generic_plan
+from tests.store.test_store_plans import _claim_params, _generic_plan, _nodes
 
 from duetime import AsyncApp
 from duetime._config import Settings
@@ -39,20 +40,8 @@ BATCHES = 8
 
 
 def _params() -> dict[str, Any]:
-    return {
-        "worker_id": "horizon",
-        "lease_ttl": 30.0,
-        "lookahead": 1.0,
-        "tasks": ["duetime.noop"],
-        "limit": BATCH,
-        "now": None,
-        "tenant": None,
-        "queues": None,
-        "aging_us": 60_000_000,
-        "aging_cap": 1000,
-        "only_fast": False,
-        "share": True,
-    }
+    """The plan test's claim parameters, in batches of BATCH."""
+    return _claim_params(worker_id="horizon", limit=BATCH)
 
 
 def _template(pg_url: str) -> str:
@@ -99,30 +88,36 @@ def _spread(conn: psycopg.Connection[Any], template: str, state: str) -> None:
     )
 
 
-@pytest.fixture
-def held(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """RUNS scheduled runs in many groups with fresh statistics; then a snapshot held in
-    another connection while BATCHES batches are claimed and finished. Yields an autocommit
-    connection."""
+@contextlib.contextmanager
+def _scheduled(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """RUNS scheduled runs in many groups (the template's own run finished), statistics
+    fresh: an autocommit connection."""
     template = _template(pg_url)
     with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
         _spread(conn, template, "scheduled")
         conn.execute("UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = %s",
                      (template,))  # fmt: skip
         conn.execute("ANALYZE")
-        with psycopg.connect(pg_url) as holder:
-            holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            holder.execute("SELECT 1")  # the snapshot: held until the end of the test
-            for _ in range(BATCHES):
-                claimed = conn.execute(QUERIES["runs_claim_fair"], _params()).fetchall()  # type: ignore[arg-type]
-                assert len(claimed) == BATCH
-                conn.execute(
-                    "UPDATE runs SET state = 'succeeded', finished_at = now() "
-                    "WHERE state = 'running'"
-                )
-            conn.execute("SET jit = off")
-            yield conn
-            holder.rollback()
+        yield conn
+
+
+@pytest.fixture
+def held(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """RUNS scheduled runs in many groups with fresh statistics; then a snapshot held in
+    another connection while BATCHES batches are claimed and finished. Yields an autocommit
+    connection."""
+    with _scheduled(pg_url) as conn, psycopg.connect(pg_url) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT 1")  # the snapshot: held until the end of the test
+        for _ in range(BATCHES):
+            claimed = conn.execute(QUERIES["runs_claim_fair"], _params()).fetchall()  # type: ignore[arg-type]
+            assert len(claimed) == BATCH
+            conn.execute(
+                "UPDATE runs SET state = 'succeeded', finished_at = now() WHERE state = 'running'"
+            )
+        conn.execute("SET jit = off")
+        yield conn
+        holder.rollback()
 
 
 @pytest.fixture
@@ -141,12 +136,6 @@ def stale(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
         _spread(conn, template, "scheduled")
         conn.execute("SET jit = off")
         yield conn
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 def _heap_fetches(conn: psycopg.Connection[Any], name: str) -> dict[str, int]:
@@ -210,12 +199,7 @@ def test_the_claim_probes_each_group_on_stale_statistics(stale: psycopg.Connecti
 @pytest.fixture
 def spread(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
     """RUNS scheduled runs in many groups, statistics fresh. Yields an autocommit connection."""
-    template = _template(pg_url)
-    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
-        _spread(conn, template, "scheduled")
-        conn.execute("UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = %s",
-                     (template,))  # fmt: skip
-        conn.execute("ANALYZE")
+    with _scheduled(pg_url) as conn:
         conn.execute("SET jit = off")
         yield conn
 

@@ -5,15 +5,42 @@ the run's event in its own transaction, once; with no run events set, none write
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
-from storekit import claim, claim_one, complete, completion, job_with_runs, s, scheduled_run
+from storekit import (
+    LEASE,
+    TENANT,
+    claim,
+    claim_one,
+    complete,
+    completion,
+    job_params,
+    job_with_runs,
+    ref,
+    s,
+    scheduled_run,
+    upsert,
+)
 
 from duetime import _json
 from duetime._outbox import RUN_EVENT_KINDS, OutboxClaimParams, OutboxRow, RunEvents
-from duetime._types import AttemptOutcome, MisfirePolicy, OverlapPolicy, RetryPolicy, RunState
+from duetime._types import (
+    AttemptOutcome,
+    JobStatus,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    RunState,
+)
 from duetime.store import Store
-from duetime.store.base import RunsMisfireParams, RunStartParams
+from duetime.store.base import (
+    JobSetStatusParams,
+    LeasesReapParams,
+    RunCancelParams,
+    RunsMisfireParams,
+    RunStartParams,
+)
 
 TARGET = {"type": "nats", "connection": "events", "subject": "duetime.events"}
 
@@ -119,3 +146,120 @@ async def test_each_attempt_reports_its_own_events_and_a_stale_end_none(
     rows = await written(store, t0)
     assert len({r.message_id for r in rows}) == len(rows) == 4
     assert events_of(rows) == [(str(run.id), "retrying")] * 2 + [(str(run.id), "started")] * 2
+
+
+def bodies(rows: list[OutboxRow]) -> list[tuple[str, str, str | None]]:
+    """(run id, event, reason) of each event, sorted."""
+    return sorted(
+        (str(row.run_id), (b := _json.loads(row.body))["event"], b["reason"]) for row in rows
+    )
+
+
+async def test_an_operator_cancel_reports_the_run_cancelled_once(
+    store: Store, t0: datetime
+) -> None:
+    """A scheduled run and a running one cancelled by an operator each report `cancelled`
+    under the token the cancel gave them; the running one's late completion, fenced off,
+    reports nothing more."""
+    events_on(store, "cancelled", "succeeded")
+    waiting = await scheduled_run(store, t0 + s(60), "later")
+    await scheduled_run(store, t0, "now")
+    running = await claim_one(store, t0)
+    for run_id in (waiting.id, running.run.id):
+        await store.run_cancel(RunCancelParams(TENANT, run_id, now=t0 + s(1)))
+    assert await complete(store, t0 + s(2), completion(running)) == [False]
+    rows = await written(store, t0)
+    assert bodies(rows) == sorted(
+        [
+            (str(waiting.id), "cancelled", "cancelled"),
+            (str(running.run.id), "cancelled", "cancelled"),
+        ]
+    )
+    ended = await store.run_get(TENANT, running.run.id)
+    assert f"{running.run.id}:{ended.token}:cancelled" in {r.message_id for r in rows}
+
+
+async def test_a_replaced_run_reports_cancelled_with_its_reason(store: Store, t0: datetime) -> None:
+    """A run ``overlap="replace"`` cancels outright (past its replace_timeout, and a newer run
+    that reaped it) reports `cancelled`, reason `replaced`, in the claim's transaction."""
+    events_on(store, "cancelled")
+    await job_with_runs(
+        store, t0, "j", 2, overlap_policy=OverlapPolicy.REPLACE, replace_timeout=5.0
+    )
+    (old,) = await claim(store, t0)
+    assert await claim(store, t0 + s(1)) == []  # asked to stop: no event yet
+    assert await written(store, t0) == []
+    (new,) = await claim(store, t0 + s(6.1))
+    assert bodies(await written(store, t0)) == [(str(old.run.id), "cancelled", "replaced")]
+    assert new.run.id != old.run.id
+
+
+async def test_the_reaper_reports_the_runs_it_sends_back_or_kills(
+    store: Store, t0: datetime
+) -> None:
+    """Expired leases: a run sent back reports `retrying`, one out of attempts `dead`, each
+    under its own message id (the reap bumps the token); a run claimed ahead and sent back
+    unstarted reports nothing; a second reap of the retried run reports a second
+    `retrying`."""
+    events_on(store, "retrying", "dead")
+    again = await scheduled_run(store, t0, "again", retry=RetryPolicy(max_attempts=3))
+    once = await scheduled_run(store, t0, "once", retry=RetryPolicy(max_attempts=1))
+    await claim(store, t0)
+    ahead = await scheduled_run(store, t0 + s(LEASE * 2), "ahead")
+    await claim_one(store, t0 + s(LEASE), lookahead=LEASE * 2)  # claimed, never started
+    reaped = await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE + 1)))
+    assert (reaped.rescheduled, reaped.dead) == (1, 1)
+    reaped = await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE * 3 + 2)))
+    assert (reaped.rescheduled, reaped.dead) == (1, 0)  # `ahead`, unstarted: nothing to say
+    first = await written(store, t0)
+    assert events_of(first) == sorted([(str(again.id), "retrying"), (str(once.id), "dead")])
+    assert str(ahead.id) not in {str(r.run_id) for r in first}
+    (second,) = [c for c in await claim(store, t0 + s(LEASE * 4)) if c.run.id == again.id]
+    await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE * 6)))
+    rows = [*first, *await written(store, t0)]
+    assert [e for e in events_of(rows) if e[0] == str(again.id)] == [
+        (str(again.id), "retrying")
+    ] * 2
+    assert len({r.message_id for r in rows}) == len(rows)
+    assert f"{again.id}:{second.run.token + 1}:retrying" in {r.message_id for r in rows}
+
+
+async def test_runs_ended_by_a_change_to_their_job_report_it(store: Store, t0: datetime) -> None:
+    """A job's due, unstarted runs skipped outside its new bounds (`out_of_bounds`), skipped
+    by a pause and cancelled with the job each report their event, in the change's
+    transaction."""
+    events_on(store, "skipped", "cancelled")
+    bounded = await job_with_runs(store, t0, "bounded", 1)
+    params = replace(job_params("bounded", next_fire_at=t0), start_at=t0 + s(3600))
+    await upsert(store, params)
+    paused = await job_with_runs(store, t0, "paused", 1)
+    await store.job_set_status(JobSetStatusParams(ref(paused), JobStatus.PAUSED, now=t0))
+    cancelled = await job_with_runs(store, t0, "cancelled", 1)
+    await store.job_set_status(JobSetStatusParams(ref(cancelled), JobStatus.CANCELLED, now=t0))
+    rows = await written(store, t0)
+    jobs = sorted(
+        (b["job"], b["event"], b["reason"]) for b in map(_json.loads, (r.body for r in rows))
+    )
+    assert jobs == [
+        ("bounded", "skipped", "out_of_bounds"),
+        ("cancelled", "cancelled", "job_cancelled"),
+        ("paused", "skipped", "paused"),
+    ]
+    assert {_json.loads(r.body)["job_id"] for r in rows} == {
+        str(bounded.id),
+        str(paused.id),
+        str(cancelled.id),
+    }
+
+
+async def test_with_events_off_the_new_sources_write_nothing(store: Store, t0: datetime) -> None:
+    store.run_events = None
+    await scheduled_run(store, t0, "c")
+    claimed = await claim_one(store, t0)
+    await store.run_cancel(RunCancelParams(TENANT, claimed.run.id, now=t0))
+    await scheduled_run(store, t0, "r")
+    await claim_one(store, t0)
+    await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE + 1)))
+    job = await job_with_runs(store, t0 + s(1), "p", 1)
+    await store.job_set_status(JobSetStatusParams(ref(job), JobStatus.CANCELLED, now=t0 + s(1)))
+    assert await written(store, t0) == []

@@ -5,6 +5,7 @@ short and writes everything submitted."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 
@@ -90,3 +91,27 @@ async def test_without_a_linger_each_write_takes_what_is_queued() -> None:
     assert store.calls == [[first.run_id]]
     stop.set()
     await asyncio.wait_for(loop, 5)
+
+
+async def test_pending_runs_count_each_outcome_until_its_batch_is_written() -> None:
+    """Per-run bookkeeping kept per batch (issue 15): a run with two outcomes queued (a retry
+    that ended before the first was written) stays pending until both are; batches are cut at
+    ``batch`` and every submitted outcome is written exactly once, in order."""
+    store = ScriptedStore()
+    completer = Completer(store, batch=2)  # type: ignore[arg-type]
+    first = completion()
+    again = dataclasses.replace(first, token=2, attempt=2)
+    other = completion()
+    for c in (first, again, other):
+        completer.submit(c)
+    assert completer.pending == 3
+    assert completer.pending_runs() == {first.run_id, other.run_id}
+    heard: list[uuid.UUID] = []
+    completer.listener = lambda c, ok: heard.append(c.run_id)
+    completer.after_batch = lambda: heard.append(uuid.UUID(int=0))  # marks a batch's end
+    stop = asyncio.Event()
+    stop.set()  # write everything submitted, then end
+    await asyncio.wait_for(completer.run(stop), 5)
+    assert store.calls == [[first.run_id, first.run_id], [other.run_id]]
+    assert heard == [first.run_id, first.run_id, uuid.UUID(int=0), other.run_id, uuid.UUID(int=0)]
+    assert (completer.pending, completer.pending_runs()) == (0, set())

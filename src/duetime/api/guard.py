@@ -12,6 +12,10 @@
    key is checked *before* its body is read: none (when keys are required), an unknown or a
    revoked one is 401 without the body being read (the key found is kept for the route, so it
    is looked up once). A client address over ``api_auth_failures`` bad keys a minute gets 429.
+3. A database that cannot be reached while a request is served (a failover, a restart: the
+   app's ``unreachable``) is 503 ``unavailable`` with ``Retry-After``, logged as one warning
+   line — not a 500 with a traceback. The wait for a pooled connection is bounded by
+   ``database_checkout_wait`` (30 s); a commit waiting for a synchronous standby waits.
 
 These answers close the connection when the body was not read. How long a connection may stay
 idle or take to send its request is :mod:`duetime.api.http_server`'s business (uvicorn's protocol).
@@ -20,6 +24,7 @@ idle or take to send its request is :mod:`duetime.api.http_server`'s business (u
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -28,8 +33,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from duetime._config import Settings
 from duetime.api.auth import ApiState, authenticate, secret_from
-from duetime.api.problems import ApiError, problem_response, unauthorized, unavailable
+from duetime.api.problems import (
+    ApiError,
+    database_unreachable,
+    problem_response,
+    unauthorized,
+    unavailable,
+)
 from duetime.errors import SchemaError
+
+log = logging.getLogger("duetime.api")
 
 UNGUARDED_PATHS = frozenset({"/healthz", "/readyz"})
 """Paths an open API answers whatever the ``Host`` (probes; they need no key anyway)."""
@@ -124,10 +137,42 @@ class ApiGuard:
         except SchemaError as exc:  # as the routes answer it (outside them, no handler would)
             await _answer(unavailable(str(exc)), scope, receive, send, close=has_body)
             return
-        if has_body:
-            await self._limited(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+        except Exception as exc:
+            if not self.state.app.unreachable(exc):
+                raise
+            await self._unreachable(exc, scope, receive, send)
+            return
+        await self._route(scope, receive, send, has_body=has_body)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, *, has_body: bool) -> None:
+        """The route; a database it cannot reach (a failover, a restart) is 503 with
+        ``Retry-After`` — unless the response had begun — not a 500 and a traceback."""
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            if has_body:
+                await self._limited(scope, receive, tracking)
+            else:
+                await self.app(scope, receive, tracking)
+        except Exception as exc:
+            if started or not self.state.app.unreachable(exc):
+                raise
+            await self._unreachable(exc, scope, receive, send)
+
+    @staticmethod
+    async def _unreachable(exc: BaseException, scope: Scope, receive: Receive, send: Send) -> None:
+        log.warning(
+            "%s %s: 503, the database cannot be reached: %s",
+            scope.get("method", "?"),
+            scope.get("path", "?"),
+            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+        )
+        await _answer(database_unreachable(exc), scope, receive, send, close=True)
 
     # --- open mode --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ FastAPI's own validation and routing errors) to HTTP statuses, used by every end
 | role too low | 403 | ``forbidden`` |
 | tenant over its request rate | 429 (``Retry-After``) | ``rate-limited`` |
 | store unreachable or schema unknown (``/readyz``) | 503 | ``unavailable`` |
+| database unreachable in a request (failover, restart; ``Retry-After``) | 503 | ``unavailable`` |
 | anything else (a bug: logged) | 500 | ``internal`` |
 """
 
@@ -108,6 +109,25 @@ def rate_limited(retry_after: int, tenant: str) -> ApiError:
 
 def unavailable(detail: str) -> ApiError:
     return ApiError(503, "unavailable", "Service unavailable", detail)
+
+
+RETRY_UNREACHABLE = 5
+"""Seconds a client is told to wait (``Retry-After``) when the database cannot be reached: a
+failover or a restart takes seconds."""
+
+
+def database_unreachable(exc: BaseException) -> ApiError:
+    """503 for a request the database could not serve now (``AsyncApp.unreachable``). The
+    detail names the error's kind, not its message (that names the database's hosts)."""
+    return ApiError(
+        503,
+        "unavailable",
+        "Service unavailable",
+        f"the database cannot be reached right now ({type(exc).__name__}); retry after "
+        f"{RETRY_UNREACHABLE} s (a write cut off mid-way may have been made: retry it with "
+        "the same idempotency key)",
+        headers={"Retry-After": str(RETRY_UNREACHABLE)},
+    )
 
 
 def problem_response(

@@ -6,8 +6,9 @@ before the app is open (``App`` opens lazily) and a ``for_tenant`` view gets its
 
 from __future__ import annotations
 
-import enum
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from duetime._clock import Clock
@@ -16,7 +17,7 @@ from duetime.errors import NotFound, UnknownTask, ValidationError
 from duetime.store.base import JobRef, Store
 from duetime.targets.python import BUILTIN_NAMES, TaskRegistry
 
-E = TypeVar("E", bound=enum.Enum)
+C = TypeVar("C")
 
 
 class Scope(Protocol):
@@ -106,12 +107,25 @@ def check_limit(limit: int, field: str = "limit") -> None:
         raise ValidationError(field, f"must be a whole number from 1 to 1000, got {limit!r}")
 
 
-def enum_value(kind: type[E], value: object, field: str) -> E:
+def check_window(since: object, until: object) -> None:
+    """ValidationError unless ``since`` and ``until`` are each None or an aware datetime, and
+    ``until`` is later than ``since`` when both are given (a list's instant filters)."""
+    for field, value in (("since", since), ("until", until)):
+        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            raise ValidationError(field, f"must be a timezone-aware datetime, got {value!r}")
+    if isinstance(since, datetime) and isinstance(until, datetime) and until <= since:
+        raise ValidationError("until", "must be later than since")
+
+
+def read_cursor(cursor: str | None, parse: Callable[[str], C]) -> C | None:
+    """``parse(cursor)`` (a params type's ``before_cursor``); None for no cursor, and
+    ValidationError for one this API did not return."""
+    if not cursor:
+        return None
     try:
-        return kind(value)
+        return parse(cursor)
     except ValueError:
-        allowed = ", ".join(str(v.value) for v in kind)
-        raise ValidationError(field, f"{value!r} is not one of: {allowed}") from None
+        raise ValidationError("cursor", "is not a cursor this API returned") from None
 
 
 async def check_task(scope: Scope, task: str, allow_unregistered: bool) -> None:

@@ -113,6 +113,19 @@ class AsyncApp(FlatOperations):
             raise RuntimeError("app is not open: use `async with app` or `await app.open()`")
         return self._store
 
+    def unreachable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the database cannot be reached right now — a connection lost
+        or refused, none free in the pool within its wait, a server restarting or failing
+        over (the store's transient errors): what waiting and retrying can fix. Of the
+        ``OSError`` family only connection errors and timeouts count (a missing file is no
+        outage)."""
+        store = self._store
+        if store is None:
+            return False
+        if isinstance(exc, OSError):
+            return isinstance(exc, ConnectionError | TimeoutError)
+        return isinstance(exc, store.transient_errors)
+
     @property
     def dialect(self) -> str:
         """``postgres`` or ``sqlite``: the database the app's URL names (open or not)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from duetime._audit import AuditEntry, AuditRecord, os_user, recording
 from duetime._types import Page
-from duetime.app._service import Service, check_limit
+from duetime.app._service import Service, check_limit, check_window, read_cursor
 from duetime.errors import ValidationError
 from duetime.store.base import AuditListParams
 
@@ -98,17 +98,8 @@ class Audit(Service):
         ``subject`` (an id or a name), recorded at or after ``since`` and before ``until``
         (aware instants). Raises ValidationError."""
         check_limit(limit)
-        for field, value in (("since", since), ("until", until)):
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise ValidationError(field, f"must be a timezone-aware datetime, got {value!r}")
-        if since is not None and until is not None and until <= since:
-            raise ValidationError("until", "must be later than since")
-        before = None
-        if cursor:
-            try:
-                before = AuditListParams.before_cursor(cursor)
-            except ValueError:
-                raise ValidationError("cursor", "is not a cursor this API returned") from None
+        check_window(since, until)
+        before = read_cursor(cursor, AuditListParams.before_cursor)
         return await self.store.audit_list(
             AuditListParams(
                 tenant=self.tenant,

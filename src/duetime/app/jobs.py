@@ -25,13 +25,13 @@ from duetime._types import (  # an import list like other modules': not logic
     Run,
     Schedule,
     ScheduleKind,
+    enum_value,
 )
 from duetime.app._service import (
     Service,
     check_limit,
     check_task,
     check_workflow,
-    enum_value,
     job_ref,
 )
 from duetime.app.audit import audited

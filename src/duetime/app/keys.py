@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from duetime._types import ApiKey, ApiRole
-from duetime.app._service import Scope, Service, enum_value
+from duetime._types import ApiKey, ApiRole, enum_value
+from duetime.app._service import Scope, Service
 from duetime.app.audit import audited
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (

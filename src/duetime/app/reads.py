@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 
 from duetime._config import Settings
 from duetime._monitoring import ClusterStats
-from duetime._types import JobEvent, Page, Run, RunState
-from duetime.app._service import check_limit, enum_value, job_ref
+from duetime._types import JobEvent, Page, Run, RunState, enum_value
+from duetime.app._service import check_limit, check_window, job_ref, read_cursor
 from duetime.errors import ValidationError
 from duetime.store import Pooling, is_postgres_url
 from duetime.store.base import RunListParams, StatsParams
@@ -26,47 +26,6 @@ from duetime.store.reads import ReadStore, open_replica
 from duetime.workflows.definition import is_workflow_name
 from duetime.workflows.engine import InstanceState
 from duetime.workflows.types import WorkflowInstance
-
-
-async def find_runs(
-    store: ReadStore,
-    tenant: str,
-    job: str | uuid.UUID | None = None,
-    *,
-    state: RunState | str | None = None,
-    limit: int = 100,
-    cursor: str | None = None,
-    task: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> Page[Run]:
-    """``tenant``'s runs, newest scheduled instant first, a page at a time (the contract of
-    :meth:`duetime.app.Runs.find`, which calls this on the primary)."""
-    check_limit(limit)
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-            raise ValidationError(name, f"must be a timezone-aware datetime, got {value!r}")
-    if since is not None and until is not None and until <= since:
-        raise ValidationError("until", "must be later than since")
-    job_id = None if job is None else (await store.job_get(job_ref(tenant, job))).id
-    before = None
-    if cursor:
-        try:
-            before = RunListParams.before_cursor(cursor)
-        except ValueError:
-            raise ValidationError("cursor", "is not a cursor this API returned") from None
-    return await store.runs_list(
-        RunListParams(
-            tenant=tenant,
-            job_id=job_id,
-            state=None if state is None else enum_value(RunState, state, "state"),
-            limit=limit,
-            before=before,
-            task=task,
-            since=since,
-            until=until,
-        )
-    )
 
 
 async def cluster_stats(store: ReadStore, settings: Settings) -> ClusterStats:
@@ -102,17 +61,22 @@ class Reads:
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> Page[Run]:
-        """As :meth:`duetime.app.Runs.find`."""
-        return await find_runs(
-            self.store,
-            self.tenant,
-            job,
-            state=state,
-            limit=limit,
-            cursor=cursor,
-            task=task,
-            since=since,
-            until=until,
+        """The contract of :meth:`duetime.app.Runs.find`, which calls this on the primary."""
+        check_limit(limit)
+        check_window(since, until)
+        job_id = None if job is None else (await self.store.job_get(job_ref(self.tenant, job))).id
+        before = read_cursor(cursor, RunListParams.before_cursor)
+        return await self.store.runs_list(
+            RunListParams(
+                tenant=self.tenant,
+                job_id=job_id,
+                state=None if state is None else enum_value(RunState, state, "state"),
+                limit=limit,
+                before=before,
+                task=task,
+                since=since,
+                until=until,
+            )
         )
 
     async def last_workers(self, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:

@@ -11,7 +11,7 @@ from duetime._types import Attempt, Page, Run, RunState
 from duetime.app._service import Scope, Service, check_limit, parse_run_id
 from duetime.app.audit import audited
 from duetime.app.jobs import Jobs
-from duetime.app.reads import find_runs
+from duetime.app.reads import Reads
 from duetime.errors import NotFound, ValidationError
 from duetime.store.base import (
     PlannedSkip,
@@ -45,9 +45,7 @@ class Runs(Service):
         ``since`` and before ``until``, aware instants), newest scheduled instant first, a page
         at a time (pass the page's ``next_cursor`` as ``cursor`` for the next, with the same
         filters)."""
-        return await find_runs(
-            self.store,
-            self.tenant,
+        return await Reads(self.store, self.tenant).runs(
             job,
             state=state,
             limit=limit,

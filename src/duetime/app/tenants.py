@@ -41,6 +41,22 @@ def validate_alert_webhooks(webhooks: object) -> list[str]:
     return urls
 
 
+def _check_range(
+    field: str, value: object, low: int, high: int, *, zero: str = "", whole: bool = True
+) -> None:
+    """Nothing when ``value`` is None or a number (a whole one if ``whole``; never a bool) from
+    ``low`` to ``high``; else ValidationError ``must be a whole number from 0 (<zero>) to
+    <high>``, ``zero`` saying what 0 means."""
+    kinds = int if whole else int | float
+    if value is None or (
+        not isinstance(value, bool) and isinstance(value, kinds) and low <= value <= high
+    ):
+        return
+    what = "a whole number" if whole else "a number"
+    start = f"{low} ({zero})" if zero else str(low)
+    raise ValidationError(field, f"must be {what} from {start} to {high}")
+
+
 class Tenants(Service):
     """Tenant-wide settings and views (``app.tenants``). ``tenant`` arguments default to the
     app's own tenant."""
@@ -61,42 +77,19 @@ class Tenants(Service):
         once, run starts per second (0 removes either limit), and its weight in each claim's
         share. Arguments left None are kept. Returns them all."""
         chosen = self._tenant_id(tenant)
-        if max_in_flight is not None and (
-            isinstance(max_in_flight, bool)
-            or not isinstance(max_in_flight, int)
-            or not 0 <= max_in_flight <= 1_000_000
-        ):
-            raise ValidationError(
-                "max_in_flight", "must be a whole number from 0 (no limit) to 1000000"
-            )
-        if max_starts_per_second is not None and (
-            isinstance(max_starts_per_second, bool)
-            or not isinstance(max_starts_per_second, int | float)
-            or not 0 <= max_starts_per_second <= 1_000_000
-        ):
-            raise ValidationError(
-                "max_starts_per_second", "must be a number from 0 (no limit) to 1000000"
-            )
-        if weight is not None and (
-            isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000
-        ):
-            raise ValidationError("weight", "must be a whole number from 1 to 1000")
-        if max_backfill_runs is not None and (
-            isinstance(max_backfill_runs, bool)
-            or not isinstance(max_backfill_runs, int)
-            or not 0 <= max_backfill_runs <= 100_000_000
-        ):
-            raise ValidationError(
-                "max_backfill_runs", "must be a whole number from 0 (no cap) to 100000000"
-            )
-        if max_jobs is not None and (
-            isinstance(max_jobs, bool)
-            or not isinstance(max_jobs, int)
-            or not 0 <= max_jobs <= 1_000_000_000
-        ):  # registered jobs; 0 removes the cap (decision 0023)
-            raise ValidationError(
-                "max_jobs", "must be a whole number from 0 (no cap) to 1000000000"
-            )
+        _check_range("max_in_flight", max_in_flight, 0, 1_000_000, zero="no limit")
+        _check_range(
+            "max_starts_per_second",
+            max_starts_per_second,
+            0,
+            1_000_000,
+            zero="no limit",
+            whole=False,
+        )
+        _check_range("weight", weight, 1, 1000)
+        _check_range("max_backfill_runs", max_backfill_runs, 0, 100_000_000, zero="no cap")
+        # registered jobs; 0 removes the cap (decision 0023)
+        _check_range("max_jobs", max_jobs, 0, 1_000_000_000, zero="no cap")
         given = {
             "max_jobs": max_jobs,
             "max_backfill_runs": max_backfill_runs,

@@ -67,6 +67,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def refuse(entries: list[str], what: str, *, skip: bool) -> None:
+    """An import's refused entries: print each (already worded) on stderr, then, unless
+    ``skip`` (``--skip-refused``), stop before anything is written (exit 2), counting them in
+    ``what`` (``line(s) of FILE``, ``periodic task(s)``)."""
+    for entry in entries:
+        typer.echo(entry, err=True)
+    if entries and not skip:
+        fail(
+            f"{len(entries)} {what} cannot be imported (above); nothing was written "
+            "(--skip-refused imports the others)"
+        )
+
+
 def settings_for(db: str | None, **overrides: Any) -> Settings:
     try:
         return Settings.from_env(database_url=db, **overrides)

@@ -20,7 +20,7 @@ import typer
 
 from duetime.app import AsyncApp
 from duetime.app.importing import crontab, merge_allow_list, refused_specs, unserved
-from duetime.cli._common import fail, with_app
+from duetime.cli._common import fail, refuse, with_app
 from duetime.errors import ValidationError
 from duetime.importers.crontab import CrontabImport
 
@@ -52,13 +52,7 @@ def import_crontab(
         )  # fmt: skip
     except ValidationError as exc:
         fail(str(exc))
-    for refused in converted.refused:
-        typer.echo(f"{file}: {refused}", err=True)
-    if converted.refused and not skip_refused:
-        fail(
-            f"{len(converted.refused)} line(s) of {file} cannot be imported (above); nothing "
-            "was written (--skip-refused imports the others)"
-        )
+    refuse([f"{file}: {r}" for r in converted.refused], f"line(s) of {file}", skip=skip_refused)
     for note in converted.notes:
         typer.echo(f"note: {note}", err=True)
     if dry_run:
@@ -107,13 +101,9 @@ def _drop(
     anything is written, or with ``skip`` (``--skip-refused``) leave them and their commands
     out of ``converted``."""
     lines = {spec["name"]: spec["metadata"]["crontab_line"] for spec in converted.specs}
-    for name, exc in bad:
-        typer.echo(f"{file}: line {lines[name]}: {exc}", err=True)
-    if bad and not skip:
-        fail(
-            f"{len(bad)} line(s) of {file} cannot be imported (above); nothing was written "
-            "(--skip-refused imports the others)"
-        )
+    refuse(
+        [f"{file}: line {lines[name]}: {exc}" for name, exc in bad], f"line(s) of {file}", skip=skip
+    )
     names = {name for name, _ in bad}
     converted.specs = [spec for spec in converted.specs if spec["name"] not in names]
     for name in names:

@@ -11,10 +11,12 @@ import typer
 
 from duetime.app import AsyncApp
 from duetime.app.importing import django_celery_beat, refused_specs, unserved
-from duetime.cli._common import fail, with_app
+from duetime.cli._common import fail, refuse, with_app
 from duetime.errors import ValidationError
 
 PAUSE_NOTE = "disabled in django-celery-beat"
+TASKS = "periodic task(s)"
+"""What a refusal counts (``N periodic task(s) cannot be imported``)."""
 
 
 def import_django_celery_beat(
@@ -32,13 +34,7 @@ def import_django_celery_beat(
         converted = django_celery_beat(url, tz=tz)
     except ValidationError as exc:
         fail(str(exc))
-    for refused in converted.refused:
-        typer.echo(f"refused: {refused}", err=True)
-    if converted.refused and not skip_refused:
-        fail(
-            f"{len(converted.refused)} periodic task(s) cannot be imported (above); nothing was "
-            "written (--skip-refused imports the others)"
-        )
+    refuse([f"refused: {r}" for r in converted.refused], TASKS, skip=skip_refused)
     for note in converted.notes:
         typer.echo(f"note: {note}", err=True)
     if dry_run:
@@ -57,13 +53,7 @@ def import_django_celery_beat(
                 "nothing was written"
             )
         bad = refused_specs(app, converted.specs)
-        for name, exc in bad:
-            typer.echo(f"refused: PeriodicTask {name!r}: {exc}", err=True)
-        if bad and not skip_refused:
-            fail(
-                f"{len(bad)} periodic task(s) cannot be imported (above); nothing was "
-                "written (--skip-refused imports the others)"
-            )
+        refuse([f"refused: PeriodicTask {n!r}: {exc}" for n, exc in bad], TASKS, skip=skip_refused)
         names = {name for name, _ in bad}
         converted.specs = [spec for spec in converted.specs if spec["name"] not in names]
         converted.paused = [name for name in converted.paused if name not in names]

@@ -24,7 +24,13 @@ import typer
 
 from duetime.app import AsyncApp
 from duetime.cli._celery_beat import import_celery_beat
-from duetime.cli._common import DbOption, TenantOption, fail, with_app
+from duetime.cli._common import (
+    AllowUnregisteredOption,
+    DbOption,
+    TenantOption,
+    fail,
+    with_app,
+)
 from duetime.cli._crontab import import_crontab
 from duetime.cli._django_beat import import_django_celery_beat
 from duetime.cli._job_specs import spec_fields
@@ -89,10 +95,7 @@ def import_jobs(
     db: DbOption = None,
     tenant: TenantOption = "default",
     batch_size: Annotated[int, typer.Option("--batch-size", help="Jobs per transaction.")] = 10_000,
-    allow_unregistered: Annotated[
-        bool,
-        typer.Option("--allow-unregistered", help="Accept tasks no worker has registered yet."),
-    ] = False,
+    allow_unregistered: AllowUnregisteredOption = False,
     celery_beat: Annotated[
         str | None,
         typer.Option(

@@ -253,6 +253,11 @@ def _argv(command: str, *, shell: str, allow_shell: bool) -> list[str]:
             "gives commands no stdin): move that input into a script, or write \\% for a "
             "literal %"
         )
+    if "\0" in text:
+        raise ValueError("a NUL byte in the command (no program can receive one in an argument)")
+    unclosed = _unclosed_quote(text)
+    if unclosed:
+        raise ValueError(f"{unclosed}: neither a shell nor duetime can split this command")
     reason = shell_reason(text)
     if reason is None:
         argv = shlex.split(text)
@@ -262,6 +267,26 @@ def _argv(command: str, *, shell: str, allow_shell: bool) -> list[str]:
     if allow_shell:
         return [shell, "-c", text]
     raise ValueError(f"needs a shell: {reason} (rewrite it as a script, or pass --allow-shell)")
+
+
+def _unclosed_quote(command: str) -> str | None:
+    """``"an unclosed ' quote"`` (or ``"``) when the command's quotes do not close by POSIX
+    rules, else None. A quote inside a shell comment counts too: such a line is refused
+    even though a shell would run it (rewrite the comment)."""
+    quote: str | None = None
+    i = 0
+    while i < len(command):
+        char = command[i]
+        if quote == "'":
+            quote = None if char == "'" else quote
+        elif char == "\\":
+            i += 1
+        elif quote == '"':
+            quote = None if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        i += 1
+    return None if quote is None else f"an unclosed {quote} quote"
 
 
 def _percent(command: str) -> tuple[str, bool]:

@@ -58,6 +58,8 @@ class NodePresence:
         while not stop.is_set():
             try:
                 await self.register()
+            except self.store.transient_errors as exc:  # an outage: a line, not a traceback
+                log.warning("node heartbeat: database unreachable (%s); retrying", exc)
             except Exception:
                 log.exception("node heartbeat failed; retrying")
             await wait_or_stop(stop, self.interval)

@@ -3,7 +3,10 @@
 Safe with any number of schedulers at once: the store locks due jobs with SKIP LOCKED and the
 database refuses a second run for the same (job, instant). Each batch is one store transaction
 (:func:`materialize`): lock the due jobs, ask the planner (pure) what each owes, insert the
-runs, record the skips, advance the jobs — the scheduler decides, the store stores.
+runs, record the skips, advance the jobs — the scheduler decides, the store stores. Plain
+one-shot jobs, whose plan is a function of their row, take the set path first
+(:func:`materialize_plain`, docs/decisions/0038): the database makes their runs in one
+statement per batch, no job read into Python.
 """
 
 from __future__ import annotations
@@ -102,6 +105,46 @@ async def materialize(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PlainResult:
+    """A committed set-path batch: the jobs taken, the runs made, the transaction's instant,
+    and the runs counted by (tenant, task, scheduled_for, count)."""
+
+    jobs: int
+    runs: int
+    now: datetime
+    made: tuple[tuple[str, str, datetime, int], ...] = ()
+
+
+PLAIN_BATCH = 5_000
+"""Plain one-shot jobs per set-path transaction (:func:`materialize_plain`): its cost is the
+database's alone, a few milliseconds per thousand."""
+
+
+async def materialize_plain(
+    store: Store,
+    *,
+    horizon: float,
+    limit: int = PLAIN_BATCH,
+    now: datetime | None = None,
+    partitions: tuple[int, int] | None = None,
+    owner: str | None = None,
+) -> PlainResult:
+    """One batch of the set path, in one transaction: the runs of up to ``limit`` *plain*
+    one-shot jobs due within the horizon, made and the jobs advanced by the database without
+    reading them (``StoreTx.runs_materialize_plain``; docs/decisions/0038). A plain one-shot
+    is one the planner would give exactly one run at its instant and nothing else, so the two
+    paths agree; the rest (recurring, calendars, jitter, bounds, missed, workflows,
+    ``replace``) is left to :func:`materialize`. Locks, fencing and uniqueness as there."""
+    async with store.transaction() as tx:
+        at = await tx.now(now)
+        until = at + timedelta(seconds=horizon)
+        batch = await tx.runs_materialize_plain(
+            JobsDueParams(until, limit, partitions, owner), tzdb.current().version
+        )
+    return PlainResult(jobs=batch.jobs, runs=batch.runs, now=at, made=batch.made)
+
+
 async def _through_calendars(
     tx: StoreTx, plans: list[tuple[Job, JobPlan]], until: datetime
 ) -> list[tuple[Job, JobPlan]]:
@@ -157,7 +200,9 @@ class Materializer:
     async def run_once(
         self, *, pace: bool = False, stop: asyncio.Event | None = None
     ) -> TickResult:
-        """Materialize every job due within the horizon, batch after batch, until none is left.
+        """Materialize every job due within the horizon, batch after batch, until none is left:
+        the plain one-shots first by the set path (:func:`materialize_plain`, never paced),
+        then the rest through the planner (:func:`materialize`).
 
         ``pace``: after a full batch whose earliest occurrence was still at least
         :data:`PACE_AHEAD` ticks away, wait as long as the batch took before the next, so a
@@ -166,7 +211,20 @@ class Materializer:
         and imminent occurrences are never paced, nor a burst so big that pacing it would
         make it late (:func:`paced`); ``stop`` set ends a pause and the tick (what is left
         waits for the next one)."""
-        jobs = created = skips = 0
+        jobs = created = 0
+        while True:  # the plain one-shots first, set-based (not paced: the database's work)
+            plain = await materialize_plain(
+                self.store,
+                horizon=self.settings.scheduler_horizon,
+                partitions=self.partitions,
+                owner=self.owner,
+            )
+            self._observe_plain(plain)
+            jobs += plain.jobs
+            created += plain.runs
+            if plain.jobs < PLAIN_BATCH or (stop is not None and stop.is_set()):
+                break
+        skips = 0
         loop = asyncio.get_running_loop()
         tick_began = loop.time()
         while True:
@@ -200,6 +258,11 @@ class Materializer:
             return False
         ahead = (min(dues) - planned[0][1]).total_seconds()
         return paced(ahead, spent, self.settings.scheduler_tick)
+
+    def _observe_plain(self, plain: PlainResult) -> None:
+        """Count the runs a committed set-path transaction made."""
+        for tenant, task, scheduled_for, count in plain.made:
+            self.metrics.materialized(tenant, task, scheduled_for, plain.now, count)
 
     def _observe(self, planned: list[tuple[Job, datetime, JobPlan]]) -> None:
         """Count what a committed materialize transaction decided (runs, skips)."""

@@ -6,6 +6,7 @@ JSON; the mapping from columns to fields lives here once.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
 
 from duetime import _json
+from duetime._records import positional_builder
 from duetime._types import (
     ApiKey,
     ApiRole,
@@ -216,41 +218,65 @@ def _next_occurrence(row: Row, c: Codec) -> datetime | None:
     return c.instant(row["next_occurrence_at" if "next_occurrence_at" in keys else "next_fire_at"])
 
 
+_RUN_FIELDS = (
+    "id", "job_id", "tenant", "job_name", "task", "queue", "payload", "scheduled_for",
+    "available_at", "state", "priority", "attempt", "max_attempts", "token", "lease_owner",
+    "lease_expires_at", "claimed_at", "started_at", "finished_at", "trigger", "idempotency_key",
+    "reason", "last_error_class", "last_error_message", "replays", "created_at", "target",
+    "progress", "progress_message", "checkpoint", "cancel_requested", "result", "origin",
+)  # fmt: skip
+"""The order :func:`run_from_row` passes :class:`Run`'s fields in (checked at import: a field
+added to ``Run`` must be added here and there)."""
+
+_CLAIMED_FIELDS = ("run", "timeout", "retry", "delivery", "one_shot", "retry_from")
+"""Likewise for :class:`ClaimedRun` and :func:`claimed_from_row`."""
+
+for _cls, _order in ((Run, _RUN_FIELDS), (ClaimedRun, _CLAIMED_FIELDS)):
+    if tuple(f.name for f in dataclasses.fields(_cls)) != _order:  # pragma: no cover
+        raise ImportError(f"duetime.store._rows: {_cls.__name__}'s fields changed; update it here")
+
+_new_run = positional_builder(Run)
+_new_claimed = positional_builder(ClaimedRun)
+
+
 def run_from_row(row: Row, c: Codec) -> Run:
-    return Run(
-        id=c.uuid(row["id"]),
-        job_id=c.uuid(row["job_id"]),
-        tenant=row["tenant"],
-        job_name=row["job_name"],
-        task=row["task"],
-        queue=row["queue"],
-        payload=c.json(row["payload"]),
-        scheduled_for=_required(c, row["scheduled_for"]),
-        available_at=_required(c, row["available_at"]),
-        state=_RUN_STATES[row["state"]],
-        priority=row["priority"],
-        attempt=row["attempt"],
-        max_attempts=row["max_attempts"],
-        token=row["token"],
-        lease_owner=row["lease_owner"],
-        lease_expires_at=c.instant(row["lease_expires_at"]),
-        claimed_at=c.instant(row["claimed_at"]),
-        started_at=c.instant(row["started_at"]),
-        finished_at=c.instant(row["finished_at"]),
-        trigger=_TRIGGERS[row["trigger"]],
-        idempotency_key=row["idempotency_key"],
-        reason=row["reason"],
-        last_error_class=row["last_error_class"],
-        last_error_message=row["last_error_message"],
-        replays=row["replays"],
-        created_at=_required(c, row["created_at"]),
-        target=_target(row, c),
-        progress=row["progress"],
-        progress_message=row["progress_message"],
-        checkpoint=optional_json(c, row["checkpoint"]),
-        cancel_requested=bool(row["cancel_requested"]),
-        result=optional_json(c, row["result"]),
-        origin=_origin(row),
+    """A run from its row (every ``runs`` column; ``origin`` may be absent). Built without
+    ``Run.__init__`` (``duetime._records``): the claim decodes hundreds of rows per call."""
+    instant = c.instant
+    return _new_run(
+        c.uuid(row["id"]),
+        c.uuid(row["job_id"]),
+        row["tenant"],
+        row["job_name"],
+        row["task"],
+        row["queue"],
+        c.json(row["payload"]),
+        _required(c, row["scheduled_for"]),
+        _required(c, row["available_at"]),
+        _RUN_STATES[row["state"]],
+        row["priority"],
+        row["attempt"],
+        row["max_attempts"],
+        row["token"],
+        row["lease_owner"],
+        instant(row["lease_expires_at"]),
+        instant(row["claimed_at"]),
+        instant(row["started_at"]),
+        instant(row["finished_at"]),
+        _TRIGGERS[row["trigger"]],
+        row["idempotency_key"],
+        row["reason"],
+        row["last_error_class"],
+        row["last_error_message"],
+        row["replays"],
+        _required(c, row["created_at"]),
+        _target(row, c),
+        row["progress"],
+        row["progress_message"],
+        optional_json(c, row["checkpoint"]),
+        bool(row["cancel_requested"]),
+        optional_json(c, row["result"]),
+        _origin(row),
     )
 
 
@@ -261,18 +287,18 @@ def _origin(row: Row) -> str | None:
 
 
 def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
-    return ClaimedRun(
-        run=run_from_row(row, c),
-        timeout=row["timeout_s"],
-        retry=with_rules(
+    return _new_claimed(  # in _CLAIMED_FIELDS order
+        run_from_row(row, c),
+        row["timeout_s"],
+        with_rules(
             _retry_policy(
                 row["max_attempts"], row["backoff_base"], row["backoff_factor"], row["backoff_cap"]
             ),
             _rules(row, c),
         ),
-        delivery=_DELIVERIES[row["delivery"]],
-        one_shot=bool(row["one_shot"]),
-        retry_from=c.instant(row["retry_from"]),
+        _DELIVERIES[row["delivery"]],
+        bool(row["one_shot"]),
+        c.instant(row["retry_from"]),
     )
 
 

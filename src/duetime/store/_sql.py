@@ -41,7 +41,13 @@ from typing import Any
 
 from duetime import _audit, _json
 from duetime._clock import Clock
-from duetime._outbox import SKIP_EVENTS, STARTED_EVENTS
+from duetime._outbox import (
+    CANCEL_EVENTS,
+    END_EVENTS,
+    REAP_EVENTS,
+    SKIP_EVENTS,
+    STARTED_EVENTS,
+)
 from duetime._types import (
     ApiKey,
     Attempt,
@@ -104,6 +110,7 @@ from duetime.store.base import (
     LeaderElectParams,
     LeaderFence,
     LeasesReapParams,
+    PlainBatch,
     PlannedRun,
     PlannedSkip,
     ReapResult,
@@ -123,6 +130,7 @@ from duetime.store.base import (
 )
 from duetime.store.cancel_news import CancelNews
 from duetime.store.sqlfile import Migration, load_migrations
+from duetime.workflows.definition import WORKFLOW_TASK
 
 
 class SQLStore(
@@ -144,6 +152,7 @@ class SQLStore(
     clock: Clock | None
     transient_errors: tuple[type[BaseException], ...]
     _runs_event: asyncio.Event
+    _outbox_event: asyncio.Event
     _claims_wide = False
     """Whether the last fair claim read many times its batch (see ``_claim_fair``)."""
 
@@ -161,6 +170,13 @@ class SQLStore(
         """``runs_insert`` of ``rows`` (store/_values.py's run values) in the caller's
         transaction: the rows (id, job_id) of the runs that were new."""
         return await self._all(conn, "runs_insert", batch=self._records(rows), now=now)
+
+    async def _materialize_plain(
+        self, conn: Any, values: dict[str, Any], *, leased: bool
+    ) -> PlainBatch:
+        """The set path's statements (``runs_materialize_plain``, or its ``_leased`` form) in
+        the caller's transaction, new runs announced with the commit; ``values`` bound."""
+        raise NotImplementedError
 
     notifies_in_statement: bool
     """True where a statement that makes runs wakes the workers itself (PostgreSQL's
@@ -242,6 +258,17 @@ class SQLStore(
         self._runs_event.clear()
         return True
 
+    async def wait_for_outbox(self, timeout: float) -> bool:
+        """Wait until another process announces committed outbox rows (True) or ``timeout``
+        passes (False): PostgreSQL's listener sets the event on NOTIFY ``duetime_outbox``;
+        SQLite has no NOTIFY and hears nothing (its relays poll)."""
+        try:
+            await asyncio.wait_for(self._outbox_event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._outbox_event.clear()
+        return True
+
     # --- the unit of work ---------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -278,19 +305,18 @@ class SQLStore(
             return _rows.job_from_row(await self._job_row(conn, ref), self.codec)
 
     async def job_list(self, params: JobListParams) -> Page[Job]:
-        rows = await self._read_all(
+        return await self._read_page(
             "job_list",
+            params.limit,
+            lambda r: _rows.job_from_row(r, self.codec),
+            lambda job: job.name,
             tenant=params.tenant,
             status=None if params.status is None else str(params.status),
             name_prefix=params.name_prefix,
             name_until=_names_after_prefix(params.name_prefix),
             tag=params.tag,
             after_name=params.after_name,
-            limit=params.limit + 1,
         )
-        jobs = [_rows.job_from_row(r, self.codec) for r in rows[: params.limit]]
-        cursor = jobs[-1].name if len(rows) > params.limit else None
-        return Page(jobs, cursor)
 
     async def job_set_status(self, params: JobSetStatusParams) -> Job:
         async with self._tx() as conn:
@@ -328,14 +354,15 @@ class SQLStore(
                         job_id=current.id,
                         now=params.withdraw_after or now,
                     )
-                await self._exec(
+                await self._end_runs(
                     conn,
                     "runs_end_pending",
+                    END_EVENTS,
+                    now,
                     job_id=current.id,
                     state=str(state),
                     reason=reason,
                     include_manual=cancel,
-                    now=now,
                 )
                 if withdrawn and current.max_runs is not None:
                     # runs withdrawn before their instant do not count against max_runs
@@ -654,6 +681,7 @@ class SQLStore(
         stops it and frees its slot at once."""
         left = dict.fromkeys(keys, 0)
         asked: list[uuid.UUID] = []
+        replaced: list[uuid.UUID] = []
         rows = await self._all(conn, "runs_replace_victims", keys=keys)
         runs = [_rows.run_from_row(row, self.codec) for row in rows]
         # the successor claimed ahead and starting: a run claimed ahead newer than it wins
@@ -687,6 +715,8 @@ class SQLStore(
                 )
                 await self._attempts_insert(conn, [run], "cancelled", message, now)
                 asked.append(run.id)
+                replaced.append(run.id)
+        await self._run_events(conn, replaced, CANCEL_EVENTS, now)
         if asked:
             await self._announce_cancels(conn, asked)
         return left
@@ -813,6 +843,13 @@ class SQLStore(
             ]
             if finished_jobs:
                 await self._exec(conn, "jobs_complete", ids=finished_jobs, now=now)
+            # a run claimed ahead and sent back unstarted reports nothing (nothing of it ran)
+            ended = [
+                c.run.id
+                for c, d in zip(claimed, decisions, strict=True)
+                if not (d[0] is RunState.SCHEDULED and c.run.started_at is None)
+            ]
+            await self._run_events(conn, ended, REAP_EVENTS, now)
             rescheduled = sum(1 for d in decisions if d[0] is RunState.SCHEDULED)
             if rescheduled:
                 await self._notify(conn)
@@ -837,23 +874,20 @@ class SQLStore(
 
     async def runs_list(self, params: RunListParams) -> Page[Run]:
         before_at, before_id = params.before or (None, None)
-        rows = await self._read_all(
+        return await self._read_page(
             "runs_list",
+            params.limit,
+            lambda r: _rows.run_from_row(r, self.codec),
+            lambda run: f"{to_micros(run.scheduled_for)}.{run.id}",
             tenant=params.tenant,
             job_id=params.job_id,
             state=None if params.state is None else str(params.state),
             before_at=before_at,
             before_id=before_id,
-            limit=params.limit + 1,
             task=params.task,
             since=params.since,
             until=params.until,
         )
-        runs = [_rows.run_from_row(r, self.codec) for r in rows[: params.limit]]
-        cursor = None
-        if len(rows) > params.limit:
-            cursor = f"{to_micros(runs[-1].scheduled_for)}.{runs[-1].id}"
-        return Page(runs, cursor)
 
     async def attempts_list(self, tenant: str, run_id: uuid.UUID) -> list[Attempt]:
         rows = await self._read_all("attempts_list", tenant=tenant, run_id=run_id)
@@ -914,6 +948,7 @@ class SQLStore(
             if before["state"] == RunState.RUNNING:
                 prior = _rows.run_from_row(before, self.codec)
                 await self._attempts_insert(conn, [prior], "cancelled", "cancelled", now)
+            await self._run_events(conn, [params.run_id], CANCEL_EVENTS, now)
             _audit.note(
                 subject_name=row["job_name"],
                 change={"before": {"state": before["state"]}, "after": {"state": row["state"]}},
@@ -1265,6 +1300,30 @@ class SQLTransaction:
         )
         return [_rows.job_from_row(r, self._store.codec) for r in rows]
 
+    async def runs_materialize_plain(
+        self, params: JobsDueParams, tzdata_version: str | None = None
+    ) -> PlainBatch:
+        """Make the runs of up to ``limit`` due plain one-shot jobs and advance them, in the
+        database (docs/decisions/0038); the jobs another transaction holds are skipped
+        (PostgreSQL ``SKIP LOCKED``; SQLite's ``BEGIN IMMEDIATE`` holds them all). With
+        ``owner``, only jobs of the partitions whose lease it holds, the leases locked until
+        the transaction ends, as :meth:`jobs_lock_due`."""
+        low, high = params.partitions or (0, 255)
+        values: dict[str, Any] = {
+            "until": params.until,
+            "limit": params.limit,
+            "partition_low": low,
+            "partition_high": high,
+            "now": await self.now(),
+            "workflow_task": WORKFLOW_TASK,
+            "tzdata_version": tzdata_version,
+        }
+        if params.owner is not None:
+            values["owner"] = params.owner
+        return await self._store._materialize_plain(
+            self._conn, values, leased=params.owner is not None
+        )
+
     async def job_lock(self, ref: JobRef) -> Job | None:
         """The job, locked until the transaction ends; None if there is none."""
         try:
@@ -1352,14 +1411,15 @@ class SQLTransaction:
             withdrawn = await self._store._exec(
                 self._conn, "runs_withdraw_pending", job_id=job_id, now=after or now
             )
-        ended = await self._store._exec(
+        ended = await self._store._end_runs(
             self._conn,
             "runs_end_pending",
+            END_EVENTS,
+            now,
             job_id=job_id,
             state=str(state),
             reason=reason,
             include_manual=include_manual,
-            now=now,
         )
         if withdrawn:
             await self._store._exec(self._conn, "jobs_uncount_runs", id=job_id, count=withdrawn)
@@ -1421,7 +1481,9 @@ class SQLTransaction:
         withdrawn = await self._store._exec(
             self._conn, "runs_withdraw_outside", **bounds, now=after or now
         )
-        ended = await self._store._exec(self._conn, "runs_end_outside", **bounds, now=now)
+        ended = await self._store._end_runs(
+            self._conn, "runs_end_outside", END_EVENTS, now, **bounds
+        )
         if withdrawn:
             await self._store._exec(self._conn, "jobs_uncount_runs", id=job_id, count=withdrawn)
         return withdrawn + ended

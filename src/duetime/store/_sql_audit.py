@@ -97,8 +97,11 @@ class SQLAudit(SQLSurface):
 
     async def audit_list(self, params: AuditListParams) -> Page[AuditRecord]:
         before_at, before_id = params.before or (None, None)
-        rows = await self._read_all(
+        return await self._read_page(
             "audit_list",
+            params.limit,
+            self._audit_record,
+            lambda last: AuditListParams.cursor_of(last.at, last.id),
             tenant=params.tenant,
             actor=params.actor,
             action=params.action,
@@ -107,14 +110,7 @@ class SQLAudit(SQLSurface):
             until=params.until,
             before_at=before_at,
             before_id=before_id,
-            limit=params.limit + 1,
         )
-        records = [self._audit_record(r) for r in rows[: params.limit]]
-        cursor = None
-        if len(rows) > params.limit:
-            last = records[-1]
-            cursor = AuditListParams.cursor_of(last.at, last.id)
-        return Page(records, cursor)
 
     async def audit_prune(self, params: AuditPruneParams) -> int:
         """Up to ``params.limit`` records older than ``params.before``: retention's delete,

@@ -7,7 +7,8 @@ methods are one statement each (a claim locks with ``FOR UPDATE SKIP LOCKED`` on
 SQLite has one writer).
 
 Run events (:class:`duetime._outbox.RunEvents`, set on the store by the process as
-``run_events``) are outbox rows too, written by :meth:`SQLOutbox._run_events` and
+``run_events``) are outbox rows too, written by :meth:`SQLOutbox._run_events` (also after
+:meth:`SQLOutbox._end_runs`, the statements that end a job's pending runs) and
 :meth:`SQLOutbox._skip_events` in the transaction of the change they report; with none set,
 neither writes anything and the callers keep their statements as they were."""
 
@@ -99,6 +100,16 @@ class SQLOutbox(SQLSurface):
         values = self._run_event_values(ids, kinds, now)
         if values is not None:
             await self._exec(conn, "outbox_run_events", **values)
+
+    async def _end_runs(
+        self, conn: Any, name: str, kinds: frozenset[str], now: datetime, **values: Any
+    ) -> int:
+        """Run the statement ``name``, which ends runs and returns their ids, inside the
+        caller's transaction, then the events of ``kinds`` of the runs it ended (none when no
+        run events are set: the statement alone). Returns how many runs it ended."""
+        rows = await self._all(conn, name, now=now, **values)
+        await self._run_events(conn, [self.codec.uuid(r["id"]) for r in rows], kinds, now)
+        return len(rows)
 
     async def _skip_events(
         self, conn: Any, skips: Sequence[tuple[uuid.UUID, PlannedSkip]], now: datetime

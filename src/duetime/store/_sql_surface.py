@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from duetime._types import Page
 from duetime.store._rows import Codec
 from duetime.store.base import LeaderFence
 
@@ -64,6 +65,22 @@ class SQLSurface:
 
     async def _read_all(self, name: str, /, **values: Any) -> list[Any]:
         return await self._scoped(self._read, self._all, name, values)
+
+    async def _read_page(
+        self,
+        name: str,
+        limit: int,
+        item: Callable[[Any], _T],
+        cursor_of: Callable[[_T], str],
+        /,
+        **values: Any,
+    ) -> Page[_T]:
+        """A page of up to ``limit`` items of the list query ``name``, asked for ``limit + 1``
+        rows (the extra row only says a next page exists); the page's cursor is ``cursor_of``
+        its last item."""
+        rows = await self._read_all(name, limit=limit + 1, **values)
+        items = [item(r) for r in rows[:limit]]
+        return Page(items, cursor_of(items[-1]) if len(rows) > limit else None)
 
     async def _read_one(self, name: str, /, **values: Any) -> Any:
         return await self._scoped(self._read, self._one, name, values)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -185,6 +186,11 @@ class SQLWorkflows(SQLSurface):
         rows = await self._read_all("workflow_versions", tenant=tenant, name=name)
         return [r["version"] for r in rows]
 
+    @functools.cached_property
+    def _workflow_memory(self) -> _WorkflowMemory:
+        """This process's memory of workflow versions and instances, made on first use."""
+        return _WorkflowMemory()
+
     def _version(self, row: Any) -> WorkflowVersion:
         c = self.codec
         created = c.instant(row["created_at"])
@@ -200,8 +206,7 @@ class SQLWorkflows(SQLSurface):
 
     def _definition(self, tenant: str, name: str, version: int, row: Any) -> WorkflowDefinition:
         """A stored version's definition, parsed once per process (versions never change)."""
-        cache: dict[tuple[str, str, int], WorkflowDefinition]
-        cache = self.__dict__.setdefault("_workflow_definitions", {})
+        cache = self._workflow_memory.definitions
         key = (tenant, name, version)
         found = cache.get(key)
         if found is None:
@@ -214,9 +219,9 @@ class SQLWorkflows(SQLSurface):
         self, conn: Any, tenant: str, name: str, version: int
     ) -> WorkflowDefinition:
         """A version's definition: from this process's cache, else read once."""
-        cached = self.__dict__.get("_workflow_definitions", {}).get((tenant, name, version))
+        cached = self._workflow_memory.definitions.get((tenant, name, version))
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         row = await self._one(conn, "workflow_version", tenant=tenant, name=name, version=version)
         return self._definition(tenant, name, version, row)
 
@@ -241,10 +246,16 @@ class SQLWorkflows(SQLSurface):
         )
 
     async def workflow_instance_get(self, tenant: str, instance_id: uuid.UUID) -> WorkflowInstance:
-        row = await self._read_one("workflow_instance_get", tenant=tenant, id=instance_id)
+        async with self._read() as conn:
+            row = await self._instance_row(conn, tenant, instance_id)
+        return self._instance(row)
+
+    async def _instance_row(self, conn: Any, tenant: str, instance_id: uuid.UUID) -> Any:
+        """The tenant's instance's row; NotFound if it has none of that id."""
+        row = await self._one(conn, "workflow_instance_get", tenant=tenant, id=instance_id)
         if row is None:
             raise NotFound(f"workflow instance {instance_id} not found")
-        return self._instance(row)
+        return row
 
     async def workflow_instances_list(
         self,
@@ -272,9 +283,7 @@ class SQLWorkflows(SQLSurface):
         """An instance's steps and mapped items, with their results (``results`` False: none
         read, so a wide fan-out's are not decoded to learn the steps' states)."""
         async with self._read() as conn:
-            row = await self._one(conn, "workflow_instance_get", tenant=tenant, id=instance_id)
-            if row is None:
-                raise NotFound(f"workflow instance {instance_id} not found")
+            await self._instance_row(conn, tenant, instance_id)
             query = "workflow_steps_of" if results else "workflow_steps_states"
             rows = await self._all(conn, query, id=instance_id)
         c = self.codec
@@ -295,9 +304,7 @@ class SQLWorkflows(SQLSurface):
         """An instance's steps and mapped items with their runs' attempts, timings and
         results: two queries however wide a fan-out. NotFound for another tenant's."""
         async with self._read() as conn:
-            row = await self._one(conn, "workflow_instance_get", tenant=tenant, id=instance_id)
-            if row is None:
-                raise NotFound(f"workflow instance {instance_id} not found")
+            await self._instance_row(conn, tenant, instance_id)
             rows = await self._all(conn, "workflow_step_runs", id=instance_id)
         c = self.codec
         return [
@@ -366,8 +373,7 @@ class SQLWorkflows(SQLSurface):
     def _remember_instance(self, instance_id: uuid.UUID, row: Any) -> None:
         """Keep what :meth:`_item_inputs` needs of an instance (the newest
         :data:`_REMEMBERED_INSTANCES` instances read)."""
-        known: dict[uuid.UUID, _KnownInstance]
-        known = self.__dict__.setdefault("_workflow_instances_known", {})
+        known = self._workflow_memory.instances
         if instance_id in known:
             return
         if len(known) >= _REMEMBERED_INSTANCES:
@@ -387,11 +393,11 @@ class SQLWorkflows(SQLSurface):
         if place is None or place[2] == WHOLE:
             return None
         instance_id, name, index = place
-        known = self.__dict__.get("_workflow_instances_known", {}).get(instance_id)
+        memory = self._workflow_memory
+        known = memory.instances.get(instance_id)
         if known is None or known.tenant != tenant:
             return None
-        definitions = self.__dict__.get("_workflow_definitions", {})
-        definition = definitions.get((known.tenant, known.workflow, known.version))
+        definition = memory.definitions.get((known.tenant, known.workflow, known.version))
         if definition is None or not definition.has_step(name):
             return None
         step = definition.step(name)
@@ -419,9 +425,7 @@ class SQLWorkflows(SQLSurface):
         run's update, then the instance): the two never wait for each other in a circle."""
         async with self._tx() as conn:
             now = await self._now(conn, now)
-            found = await self._one(conn, "workflow_instance_get", tenant=tenant, id=instance_id)
-            if found is None:
-                raise NotFound(f"workflow instance {instance_id} not found")
+            await self._instance_row(conn, tenant, instance_id)
             await self._cancel_instance(conn, instance_id, "cancelled", now)
             await self._audit(conn, now)
             row = await self._one(conn, "workflow_instance_get", tenant=tenant, id=instance_id)
@@ -802,6 +806,21 @@ class _KnownInstance:
     version: int
     input: str
     """Encoded: each item decodes a value of its own (a task may change what it gets)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _WorkflowMemory:
+    """What one store object keeps of the workflows it has read, never written back.
+
+    Not locked: each use reads or changes it with no await in between."""
+
+    definitions: dict[tuple[str, str, int], WorkflowDefinition] = dataclasses.field(
+        default_factory=dict
+    )
+    """Each stored version's parsed definition, by (tenant, workflow, version): a stored
+    version never changes, so the cache is never invalidated."""
+    instances: dict[uuid.UUID, _KnownInstance] = dataclasses.field(default_factory=dict)
+    """The newest :data:`_REMEMBERED_INSTANCES` instances read, oldest first."""
 
 
 def _open_runs(rows: Iterable[Any]) -> list[Any]:

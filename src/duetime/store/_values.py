@@ -130,8 +130,12 @@ def _run_values(
 
 def misfire_deadline(job: Job, scheduled_for: datetime) -> datetime | None:
     """When a scheduled run of ``job`` that never started misfires: its instant plus the job's
-    grace, for the policies that skip (``backfill`` runs every occurrence: None)."""
+    grace, for the policies that skip. None when no judge could ever skip it: ``backfill``
+    runs every occurrence, and ``fire_once`` skips a run only for a later occurrence that a
+    one-shot job never has (a run nobody can act on would sit in the judge's index)."""
     if job.misfire_policy is MisfirePolicy.BACKFILL:
+        return None
+    if job.misfire_policy is MisfirePolicy.FIRE_ONCE and job.schedule.one_shot:
         return None
     return scheduled_for + timedelta(seconds=job.misfire_grace)
 
@@ -178,7 +182,8 @@ def unique_completions(
     first: dict[CompletionKey, int] = {}
     for index, c in enumerate(completions):
         first.setdefault((c.run_id, c.token), index)
-    unique = sorted((completions[i] for i in first.values()), key=lambda c: c.run_id)
+    # by the id's integer: the same order as the UUIDs', without a Python-level comparison
+    unique = sorted((completions[i] for i in first.values()), key=lambda c: c.run_id.int)
     return unique, first
 
 

@@ -252,6 +252,19 @@ class JobsDueParams:
 
 
 @dataclass(frozen=True, slots=True)
+class PlainBatch:
+    """What :meth:`StoreTx.runs_materialize_plain` did: ``jobs`` plain one-shot jobs taken
+    and advanced, and the runs it made counted by ``(tenant, task, scheduled_for, count)``."""
+
+    jobs: int
+    made: tuple[tuple[str, str, datetime, int], ...] = ()
+
+    @property
+    def runs(self) -> int:
+        return sum(m[3] for m in self.made)
+
+
+@dataclass(frozen=True, slots=True)
 class RunTriggerParams:
     """Create a manual run of a job now (works on a paused job; Conflict on cancelled).
 
@@ -891,6 +904,16 @@ class StoreTx(Protocol):
         """Lock up to ``limit`` due active jobs, skipping those another scheduler holds."""
         ...
 
+    async def runs_materialize_plain(
+        self, params: JobsDueParams, tzdata_version: str | None = None
+    ) -> PlainBatch:
+        """The set path (docs/decisions/0038): lock up to ``limit`` due *plain* one-shot jobs
+        (no calendar, jitter, bounds, workflow or ``replace``; not missed), skipping those
+        another scheduler holds, insert the one run each owes (an existing occurrence is left
+        alone) and advance them past it — in the database, no job read. Fenced by the
+        partition leases as :meth:`jobs_lock_due`. Announces new runs with the commit."""
+        ...
+
     async def job_lock(self, ref: JobRef) -> Job | None:
         """The job, locked until the transaction ends; None if there is none."""
         ...
@@ -1020,6 +1043,12 @@ class Store(WorkflowStore, WorkflowWatchStore, OutboxStore, PartitionLeaseStore,
     async def wait_for_runs(self, timeout: float) -> bool:
         """Wait for news of new due runs (PostgreSQL NOTIFY; SQLite: this process's own
         writes) or ``timeout``. Callers poll again either way; True means "news came"."""
+        ...
+
+    async def wait_for_outbox(self, timeout: float) -> bool:
+        """Wait for news of outbox rows committed by another process (PostgreSQL NOTIFY
+        ``duetime_outbox``; SQLite: none) or ``timeout``. The relay claims again either way;
+        True means "news came"."""
         ...
 
     async def wait_for_cancels(

@@ -19,15 +19,15 @@ from duetime._monitoring import ClusterStats
 from duetime._types import Job, JobEvent, Page, Run, TenantQueueStats
 from duetime.store.base import JobRef, RunListParams, StatsParams
 from duetime.store.postgres.pooling import Pooling
-from duetime.workflows.engine import InstanceState
-from duetime.workflows.types import WorkflowInstance
+from duetime.workflows.protocol import WorkflowInstanceReads
 from duetime.workflows.watch import InstanceCount
 
 
-class ReadStore(Protocol):
+class ReadStore(WorkflowInstanceReads, Protocol):
     """The queries of the API's list and history pages and of its metrics gauges: reads only.
     Every one may be served by a replica, so each may be behind the primary by the replica's
-    replay lag."""
+    replay lag. (``workflow_instances_list`` is declared by :class:`~duetime.workflows.protocol.
+    WorkflowInstanceReads`.)"""
 
     dialect: str
 
@@ -41,15 +41,6 @@ class ReadStore(Protocol):
     async def job_events_list(
         self, ref: JobRef, *, limit: int = 50, before: int | None = None
     ) -> list[JobEvent]: ...
-    async def workflow_instances_list(
-        self,
-        tenant: str,
-        *,
-        workflow: str | None = None,
-        state: InstanceState | None = None,
-        job_id: uuid.UUID | None = None,
-        limit: int = 100,
-    ) -> list[WorkflowInstance]: ...
     async def stats_snapshot(self, params: StatsParams) -> ClusterStats: ...
     async def workflow_instance_counts(self) -> list[InstanceCount]: ...
     async def tenant_stats(self, now: datetime | None = None) -> list[TenantQueueStats]: ...

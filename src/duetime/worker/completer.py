@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections import Counter
+from collections import deque
 from collections.abc import Callable
 
 from duetime import _tracing
@@ -46,15 +46,25 @@ class Completer:
         self.listener = listener
         self.after_batch = after_batch
         """Called once a batch was written and its completions handed to ``listener``."""
-        self._queue: asyncio.Queue[RunCompletion] = asyncio.Queue()
+        self._queue: deque[RunCompletion] = deque()
+        """Submitted, not yet taken into a batch (a deque and an event: an ``asyncio.Queue``
+        costs a wake-up check per item, and this takes one item per run)."""
+        self._queued = asyncio.Event()
+        """Set when a completion is queued (cleared by :meth:`run` before it waits)."""
         self._urgent = asyncio.Event()
         self._pending = 0
-        self._pending_runs: Counter[uuid.UUID] = Counter()
+        self._pending_runs: dict[uuid.UUID, int] = {}
+        """Completions queued or being written, by run (a run has one unless a retry of it
+        ended before the previous outcome was written)."""
 
     def submit(self, completion: RunCompletion) -> None:
         self._pending += 1
-        self._pending_runs[completion.run_id] += 1
-        self._queue.put_nowait(completion)
+        pending = self._pending_runs
+        run_id = completion.run_id
+        pending[run_id] = pending.get(run_id, 0) + 1
+        self._queue.append(completion)
+        if not self._queued.is_set():
+            self._queued.set()
         if completion.workflow is not None:
             # a workflow's next steps start with this write: it does not wait for company
             self._urgent.set()
@@ -70,26 +80,21 @@ class Completer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Write completions until ``stop`` is set and everything submitted has been written."""
+        queue = self._queue
         while not (stop.is_set() and self._pending == 0):
-            if self._queue.empty():
-                getter = asyncio.ensure_future(self._queue.get())
-                stopper = asyncio.ensure_future(stop.wait())
-                done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                if getter not in done:
-                    getter.cancel()
-                    continue
-                batch = [getter.result()]
-            else:
-                batch = [self._queue.get_nowait()]
+            if not queue:  # (everything pending is queued here: a write is awaited below)
+                self._queued.clear()
+                await first_of(stop.wait(), self._queued.wait())
+                continue
+            batch = [queue.popleft()]
             if batch[0].workflow is not None:
                 self._urgent.set()
-            few = self._queue.qsize() + 1 < self.batch
+            few = len(queue) + 1 < self.batch
             if self.linger > 0 and few and not self._urgent.is_set():
                 await first_of(stop.wait(), self._urgent.wait(), asyncio.sleep(self.linger))
             self._urgent.clear()
-            while len(batch) < self.batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            for _ in range(min(self.batch - 1, len(queue))):
+                batch.append(queue.popleft())
             await self._write(batch)
 
     async def _apply(self, batch: list[RunCompletion]) -> list[bool]:
@@ -130,8 +135,14 @@ class Completer:
     async def _write(self, batch: list[RunCompletion]) -> None:
         applied = await self._apply(batch)
         self._pending -= len(batch)
-        self._pending_runs.subtract(c.run_id for c in batch)
-        self._pending_runs += Counter()  # drop the zeros
+        pending = self._pending_runs
+        for completion in batch:
+            run_id = completion.run_id
+            left = pending[run_id] - 1
+            if left:
+                pending[run_id] = left
+            else:
+                del pending[run_id]
         for completion, ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(

@@ -22,7 +22,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,7 +49,8 @@ BACKOFF_CAP = 60.0
 DEPTH_EVERY = 10.0
 IDLE_POLL = 0.5
 """Seconds between claims while the outbox is empty (a completion in this process wakes the
-relay at once)."""
+relay at once; on PostgreSQL, so does another process's commit of outbox rows: NOTIFY
+``duetime_outbox``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,16 @@ class RelayPass:
     sent: int = 0
     retried: int = 0
     dead: int = 0
+
+
+@dataclass(slots=True)
+class _Published:
+    """A claimed batch after its publish: each row's verdict, to be written."""
+
+    claimed: int
+    sent: list[int] = field(default_factory=list)
+    retries: list[OutboxRetry] = field(default_factory=list)
+    dead: list[tuple[int, str]] = field(default_factory=list)
 
 
 class Relay:
@@ -109,36 +120,43 @@ class Relay:
 
     async def run_once(self) -> RelayPass:
         """Claim one batch, publish it, write the verdicts."""
+        return await self._mark(await self._claim_and_publish())
+
+    async def _claim_and_publish(self) -> _Published:
+        """Claim one batch and publish it: the verdicts, not yet written (the rows stay
+        leased until they are)."""
         clock = time.monotonic()
         serving = [n for n in self.connections if self._resume_at.get(n, 0.0) <= clock]
         rows = await self.store.outbox_claim(
             OutboxClaimParams(connections=serving, limit=self.batch, lease=self.lease)
         )
+        done = _Published(len(rows))
         if not rows:
-            return RelayPass()
+            return done
         groups: dict[str, list[OutboxRow]] = {}
         for row in rows:
             groups.setdefault(row.connection, []).append(row)
         answers = await asyncio.gather(*(self._publish(n, g) for n, g in groups.items()))
-        sent: list[int] = []
-        retries: list[OutboxRetry] = []
-        dead: list[tuple[int, str]] = []
         for (name, group), results in zip(groups.items(), answers, strict=True):
             delay = self._settle(name, results)
             for row, result in zip(group, results, strict=True):
                 error = redact(result.error, self._hidden)
                 if result.verdict is Verdict.SENT:
-                    sent.append(row.id)
+                    done.sent.append(row.id)
                 elif result.verdict is Verdict.DEAD:
-                    dead.append((row.id, error))
+                    done.dead.append((row.id, error))
                 else:
-                    retries.append(OutboxRetry(row.id, delay, error))
-        await self.store.outbox_sent(sent)
-        await self.store.outbox_dead(dead)
-        await self.store.outbox_retry(retries)
-        for row_id, error in dead:
+                    done.retries.append(OutboxRetry(row.id, delay, error))
+        return done
+
+    async def _mark(self, done: _Published) -> RelayPass:
+        """Write a batch's verdicts: sent, dead, put back for later."""
+        await self.store.outbox_sent(done.sent)
+        await self.store.outbox_dead(done.dead)
+        await self.store.outbox_retry(done.retries)
+        for row_id, error in done.dead:
             log.warning("outbox message %d refused for good (dead): %s", row_id, error)
-        return RelayPass(len(rows), len(sent), len(retries), len(dead))
+        return RelayPass(done.claimed, len(done.sent), len(done.retries), len(done.dead))
 
     async def _publish(self, name: str, rows: Sequence[OutboxRow]) -> list[Result]:
         publisher = self._publishers.get(name)
@@ -196,20 +214,32 @@ class Relay:
         (self._metrics or metrics()).outbox_observed(depth, now)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Pass after pass until ``stop``: at once after a full batch, else on a wake-up or
-        after :data:`IDLE_POLL`. A store that is unreachable pauses the relay (backoff)."""
+        """Pass after pass until ``stop``: at once after a full batch, else on a wake-up (this
+        process's completion, or another's NOTIFY: ``store.wait_for_outbox``) or after
+        :data:`IDLE_POLL`. A pass's verdicts are written while the next pass claims and
+        publishes (its rows stay leased until then, so no other pass takes them); at most one
+        batch's marks are in flight, and they are written before the relay stops. A store
+        that is unreachable pauses the relay (backoff)."""
         errors = 0
+        marking: asyncio.Task[RelayPass] | None = None
         await self.check_duplicate_windows()
         try:
             while not stop.is_set():
                 self._wake.clear()
                 try:
-                    done = await self.run_once()
+                    done = await self._claim_and_publish()
+                    if marking is not None:
+                        await marking
+                        marking = None
+                    if done.claimed:
+                        marking = asyncio.create_task(self._mark(done), name="duetime-relay-mark")
                     if time.monotonic() - self._depth_at >= DEPTH_EVERY:
                         self._depth_at = time.monotonic()
                         await self.observe_depth()
                     errors = 0
                 except self.store.transient_errors as exc:
+                    await self._finish(marking)  # rows left unmarked are published again
+                    marking = None  # when their lease ends
                     errors += 1
                     pause = min(BACKOFF_CAP, BACKOFF_BASE * 2**errors)
                     log.warning(
@@ -219,9 +249,19 @@ class Relay:
                     continue
                 if done.claimed >= self.batch:
                     continue
-                await first_of(stop.wait(), self._wake.wait(), asyncio.sleep(IDLE_POLL))
+                await first_of(
+                    stop.wait(), self._wake.wait(), self.store.wait_for_outbox(IDLE_POLL)
+                )
         finally:
+            await self._finish(marking)
             await self.close()
+
+    async def _finish(self, marking: asyncio.Task[RelayPass] | None) -> None:
+        """Wait for a batch's marks being written; a failure to reach the store leaves its
+        rows to be published again when their lease ends (at least once)."""
+        if marking is not None:
+            with contextlib.suppress(*self.store.transient_errors):
+                await marking
 
     async def close(self) -> None:
         publishers, self._publishers = self._publishers, {}

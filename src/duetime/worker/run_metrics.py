@@ -19,7 +19,7 @@ from duetime._types import Run, RunState
 from duetime.metrics import Metrics, metrics
 from duetime.store.base import ClaimedRun, RunCompletion
 from duetime.worker.completer import CompletionListener
-from duetime.workflows.definition import workflow_role
+from duetime.workflows.definition import WorkflowRole, workflow_role
 
 ALL = "_all"
 
@@ -53,9 +53,11 @@ class RunObserver:
 
     def __init__(self, registry: Metrics | None = None) -> None:
         self.metrics = registry or metrics()
-        self._labels: dict[uuid.UUID, _Labels] = {}
-        self._started: dict[uuid.UUID, float] = {}
-        self._finished: dict[uuid.UUID, float] = {}
+        # by the run id's integer (``UUID.int``): a UUID hashes in Python code, and each run
+        # goes in and out of these three
+        self._labels: dict[int, _Labels] = {}
+        self._started: dict[int, float] = {}
+        self._finished: dict[int, float] = {}
         self._starts: dict[_Labels, list[float]] = {}
         """Fire lags (seconds) of the starts not yet flushed, by labels."""
         self._outcomes: dict[tuple[str, str, str], list[float | None]] = {}
@@ -70,13 +72,17 @@ class RunObserver:
 
     def claimed(self, claimed: ClaimedRun) -> None:
         run = claimed.run
-        self._labels[run.id] = (run.tenant, run.task)
+        self._labels[run.id.int] = (run.tenant, run.task)
 
-    def started(self, claimed: ClaimedRun, started_at: datetime | None) -> None:
+    def started(
+        self, claimed: ClaimedRun, started_at: datetime | None, role: WorkflowRole | None
+    ) -> None:
+        """The run's attempt began (``role``: its ``workflow_role``, which the caller knows)."""
         run = claimed.run
         labels = (run.tenant, run.task)
-        self._labels[run.id] = labels
-        self._started[run.id] = time.monotonic()
+        key = run.id.int
+        self._labels[key] = labels
+        self._started[key] = time.monotonic()
         due = run.scheduled_for if run.attempt <= 1 else run.available_at
         lag = ((started_at or run.available_at) - due).total_seconds()
         lags = self._starts.get(labels)
@@ -84,13 +90,13 @@ class RunObserver:
             self._starts[labels] = [lag]
         else:
             lags.append(lag)
-        handoff = step_handoff(run, started_at or run.available_at)
-        if handoff is not None:
+        if role == "step" and run.attempt <= 1 and not run.replays:  # as step_handoff says
+            handoff = ((started_at or run.available_at) - run.created_at).total_seconds()
             self._handoffs.setdefault(run.tenant, []).append(handoff)
 
     def finished(self, run_id: uuid.UUID) -> None:
         """The attempt's outcome is known (its duration ends here)."""
-        self._finished[run_id] = time.monotonic()
+        self._finished[run_id.int] = time.monotonic()
 
     def not_started(self, claimed: ClaimedRun) -> None:
         run = claimed.run
@@ -100,10 +106,10 @@ class RunObserver:
         self.metrics.skipped(ALL, ALL, "misfire", count)
 
     def completed(self, completion: RunCompletion, applied: bool) -> None:
-        run_id = completion.run_id
-        tenant, task = self._labels.pop(run_id, (ALL, ALL))
-        start = self._started.pop(run_id, None)
-        end = self._finished.pop(run_id, None) or time.monotonic()
+        run_key = completion.run_id.int
+        tenant, task = self._labels.pop(run_key, (ALL, ALL))
+        start = self._started.pop(run_key, None)
+        end = self._finished.pop(run_key, None) or time.monotonic()
         duration = None if start is None or completion.started_at is None else end - start
         outcome = str(completion.outcome) if applied else "stale"
         key = (tenant, task, outcome)

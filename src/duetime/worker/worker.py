@@ -45,6 +45,7 @@ from duetime._clock import Clock, SystemClock, offset_to
 from duetime._config import Settings
 from duetime._logs import bind_run, run_fields, set_run
 from duetime._outbox import OutboxMessage, broker_task
+from duetime._records import positional_builder
 from duetime._testsignals import Signal
 from duetime._types import AttemptOutcome, DeliveryMode, RunState, RunTrigger, WorkerInfo
 from duetime.metrics import metrics
@@ -82,6 +83,27 @@ SPAWN_SLICE = 50
 """Runs of a claim handed to the runners before the loop gets a turn, and runs a runner
 executes back to back before it gives the loop a turn: a claim of hundreds, run at once,
 delays the instants of runs already waiting (and every timer) by milliseconds."""
+
+_COMPLETION_FIELDS = (
+    "run_id", "token", "worker_id", "attempt", "claimed_at", "started_at", "outcome",
+    "next_state", "available_at", "reason", "error_class", "error_message", "traceback",
+    "completes_job", "refund_attempt", "result", "workflow", "outbox",
+)  # fmt: skip
+"""The order :meth:`Worker._completion` passes :class:`RunCompletion`'s fields in (checked at
+import)."""
+
+_CONTEXT_FIELDS = (
+    "run_id", "job_id", "job_name", "tenant", "task", "scheduled_for", "attempt",
+    "max_attempts", "token", "worker_id", "payload", "last_checkpoint", "hooks", "workflow",
+)  # fmt: skip
+"""Likewise for :class:`RunContext` in :meth:`Worker._call`."""
+
+for _cls, _order in ((RunCompletion, _COMPLETION_FIELDS), (RunContext, _CONTEXT_FIELDS)):
+    if tuple(f.name for f in dataclasses.fields(_cls)) != _order:
+        raise ImportError(f"duetime.worker.worker: {_cls.__name__}'s fields changed; update it")
+
+_new_completion = positional_builder(RunCompletion)
+_new_context = positional_builder(RunContext)
 
 SUMMARY_INTERVAL = 10.0
 """Seconds between the worker's INFO summary lines ("12 succeeded, 3 failed, 1 dead in the last
@@ -746,24 +768,23 @@ class Worker:
             inputs = await self.store.workflow_step_inputs(
                 run.id, key=run.idempotency_key, tenant=run.tenant
             )
-        # the run's fields by keyword: the same shape as other such calls, not repeated logic
-        ctx = RunContext(
-            run_id=run.id,
-            job_id=run.job_id,
-            job_name=run.job_name,
-            tenant=run.tenant,
-            task=run.task,
-            scheduled_for=run.scheduled_for,
-            attempt=run.attempt,
-            max_attempts=run.max_attempts,
-            token=run.token,
-            worker_id=self.id,
-            payload=run.payload,
-            last_checkpoint=run.checkpoint,
-            hooks=item.session,
-            workflow=inputs,
+        ctx = _new_context(  # every field, in _CONTEXT_FIELDS order (one per run)
+            run.id,
+            run.job_id,
+            run.job_name,
+            run.tenant,
+            run.task,
+            run.scheduled_for,
+            run.attempt,
+            run.max_attempts,
+            run.token,
+            self.id,
+            run.payload,
+            run.checkpoint,
+            item.session,
+            inputs,
         )
-        self.observer.started(claimed, item.started_at)
+        self.observer.started(claimed, item.started_at, role)
         if self.on_start is not None:
             self.on_start(claimed)
         if run.target is not None and is_broker_target(run.target):
@@ -788,7 +809,11 @@ class Worker:
             call = self.breakers.guard(ticket, call)
         try:
             if claimed.timeout is not None:
-                value = await asyncio.wait_for(call, claimed.timeout)
+                # inline on this runner, not a task per run as ``wait_for`` makes: the timeout
+                # cancels the runner's await, and only its own expiry becomes the TimeoutError
+                # (a stop aimed at the run meanwhile stays a cancellation)
+                async with asyncio.timeout(claimed.timeout):
+                    value = await call
             else:
                 value = await call
             if value is not None:
@@ -1005,26 +1030,27 @@ class Worker:
 
     def _completion(self, item: _InFlight, decision: Decision) -> RunCompletion:
         run = item.claimed.run
-        claimed_at = run.claimed_at or self._db_now()
-        return RunCompletion(
-            run_id=run.id,
-            token=run.token,
-            worker_id=self.id,
-            attempt=run.attempt,
-            claimed_at=claimed_at,
-            started_at=item.started_here,
-            outcome=decision.outcome,
-            next_state=decision.next_state,
-            available_at=decision.available_at,
-            reason=decision.reason,
-            error_class=decision.error_class,
-            error_message=decision.error_message,
-            traceback=decision.traceback,
-            completes_job=item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
-            refund_attempt=item.started_here is None or decision.reason == "circuit_open",
-            result=item.result if decision.next_state is RunState.SUCCEEDED else None,
-            workflow=item.role,
-            outbox=item.outbox if decision.next_state is RunState.SUCCEEDED else None,
+        started = item.started_here
+        succeeded = decision.next_state is RunState.SUCCEEDED
+        return _new_completion(  # every field, in _COMPLETION_FIELDS order (one per run)
+            run.id,
+            run.token,
+            self.id,
+            run.attempt,
+            run.claimed_at or self._db_now(),
+            started,
+            decision.outcome,
+            decision.next_state,
+            decision.available_at,
+            decision.reason,
+            decision.error_class,
+            decision.error_message,
+            decision.traceback,
+            item.claimed.one_shot and run.trigger is RunTrigger.SCHEDULE,
+            started is None or decision.reason == "circuit_open",  # refund_attempt
+            item.result if succeeded else None,
+            item.role,
+            item.outbox if succeeded else None,
         )
 
     # --- heartbeat ------------------------------------------------------------------------

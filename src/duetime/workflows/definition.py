@@ -22,11 +22,13 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from duetime import _json
-from duetime._types import JSON, DeliveryMode, RetryPolicy, Run
+from duetime._types import JSON, DeliveryMode, RetryPolicy, Run, enum_value
 from duetime.errors import ValidationError
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 WORKFLOW_TASK = "duetime.workflow"
 """The built-in task a workflow job's runs carry: its run starts an instance."""
@@ -318,12 +320,8 @@ def _edges(after: Parents) -> tuple[Edge, ...]:
     return tuple(edges)
 
 
-def _enum(kind: type[Any], value: Any, where: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(v) for v in kind)
-        raise ValidationError(where, f"must be one of {allowed}, not {value!r}") from None
+def _enum(kind: type[_E], value: object, where: str) -> _E:
+    return enum_value(kind, value, where, "must be one of {allowed}, not {value}")
 
 
 # --- the JSON document ----------------------------------------------------------------------

@@ -17,7 +17,24 @@ from duetime.workflows.types import (
 )
 
 
-class WorkflowStore(Protocol):
+class WorkflowInstanceReads(Protocol):
+    """The workflow read of the API's list pages (a replica's :class:`~duetime.store.reads.
+    ReadStore` serves it too)."""
+
+    async def workflow_instances_list(
+        self,
+        tenant: str,
+        *,
+        workflow: str | None = None,
+        state: InstanceState | None = None,
+        job_id: uuid.UUID | None = None,
+        limit: int = 100,
+    ) -> list[WorkflowInstance]:
+        """The tenant's instances, newest first."""
+        ...
+
+
+class WorkflowStore(WorkflowInstanceReads, Protocol):
     async def workflow_register(
         self, tenant: str, definition: WorkflowDefinition, now: datetime | None = None
     ) -> tuple[WorkflowVersion, bool]:
@@ -43,16 +60,6 @@ class WorkflowStore(Protocol):
     async def workflow_instance_get(
         self, tenant: str, instance_id: uuid.UUID
     ) -> WorkflowInstance: ...
-
-    async def workflow_instances_list(
-        self,
-        tenant: str,
-        *,
-        workflow: str | None = None,
-        state: InstanceState | None = None,
-        job_id: uuid.UUID | None = None,
-        limit: int = 100,
-    ) -> list[WorkflowInstance]: ...
 
     async def workflow_steps_list(
         self, tenant: str, instance_id: uuid.UUID, *, results: bool = True

@@ -46,11 +46,13 @@ class Pooling:
 
     ``pgbouncer``: one of :data:`MODES`. ``listen_url``: a direct connection for ``LISTEN``
     (empty: the database URL itself, except in transaction pooling where it means polling).
-    ``pool_size``: the most pooled connections the store opens."""
+    ``pool_size``: the most pooled connections the store opens. ``checkout_wait``: seconds a
+    call waits for one of them before the pool's ``PoolTimeout`` (a transient error)."""
 
     pgbouncer: str = ""
     listen_url: str = ""
     pool_size: int = DEFAULT_POOL_SIZE
+    checkout_wait: float = 30.0
 
     def __post_init__(self) -> None:
         if self.pgbouncer not in MODES:
@@ -66,8 +68,14 @@ class Pooling:
 
     @classmethod
     def of(cls, settings: Settings) -> Pooling:
-        """The choices ``settings`` make (``pgbouncer``, ``listen_url``, ``database_pool_size``)."""
-        return cls(settings.pgbouncer, settings.listen_url, settings.database_pool_size)
+        """The choices ``settings`` make (``pgbouncer``, ``listen_url``, ``database_pool_size``,
+        ``database_checkout_wait``)."""
+        return cls(
+            settings.pgbouncer,
+            settings.listen_url,
+            settings.database_pool_size,
+            settings.database_checkout_wait,
+        )
 
     @property
     def transaction_pooling(self) -> bool:

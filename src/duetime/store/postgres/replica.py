@@ -40,7 +40,8 @@ async def open_read_only(url: str, pooling: Pooling) -> PostgresStore:
         raise ValidationError(
             "replica_url", f"must be a postgresql:// URL, got {redact_url(url)!r}"
         )
-    store = PostgresStore(url, pooling=ReadOnlyPooling(pool_size=pooling.pool_size))
+    pooled = ReadOnlyPooling(pool_size=pooling.pool_size, checkout_wait=pooling.checkout_wait)
+    store = PostgresStore(url, pooling=pooled)
     await store.open()
     try:
         await store.check_schema()

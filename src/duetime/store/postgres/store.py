@@ -4,6 +4,8 @@ Concurrency: claims and due-job scans use ``FOR UPDATE SKIP LOCKED``; every tran
 conditional UPDATE; the hot paths (claim, heartbeat, complete) are one statement per batch.
 The database clock (``clock_timestamp()``) decides due checks and lease expiry. New runs are
 announced with ``NOTIFY duetime_runs`` (one per transaction); :meth:`wait_for_runs` listens.
+Broker runs' messages committed to the outbox are announced with ``NOTIFY duetime_outbox``;
+:meth:`wait_for_outbox` listens (the relays of other processes: decision 0040).
 
 Everything dialect-free is :class:`~duetime.store._sql.SQLStore`'s; this class supplies the
 connection surface and what only PostgreSQL does: the pipelined start batch, the
@@ -46,6 +48,7 @@ from duetime.store.base import (
     ApiKeyRevokeParams,
     BulkJob,
     JobsInsertManyParams,
+    PlainBatch,
     RunCompletion,
     RunsCompleteParams,
     RunsStartParams,
@@ -68,6 +71,8 @@ _UNPREPARED = frozenset(name for name, text in _Q.items() if _FRESH_PLAN in text
 PostgreSQL keeps for a prepared statement is built once, from the table as it was — a
 workflow instance's few rows planned as a sequential scan, run in a loop over a 10,000-way
 fan-out's items, took 18 s under the instance's lock (docs/decisions/0034)."""
+OUTBOX = "duetime_outbox"
+"""The channel a completion that inserted outbox rows notifies (queries/outbox.sql)."""
 _MIGRATION_LOCK = 0x6475_6574  # advisory lock key: "duet"
 _HASH_PARTITIONING = Migration(SCHEMA_VERSION, "runs_hash_partitions", "-- requires: nodes stopped")
 """The conversion to hash-partitioned runs, as the nodes-running check names it."""
@@ -158,6 +163,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         self._pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task[None] | None = None
         self._runs_event = asyncio.Event()
+        self._outbox_event = asyncio.Event()
         self._listen_url = self.pooling.listen_target(self.url)
         """Where notifications are heard; None: nowhere (transaction pooling), poll."""
         self.key_news = KeyNews(self._listen_url or self.url)
@@ -224,6 +230,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                 **extra,
             },
             reconnect_timeout=60,
+            timeout=self.pooling.checkout_wait,
             # a connection broken by a server restart is replaced before use, not failed on
             check=self._check_connection,
             configure=(
@@ -332,6 +339,19 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     async def _notify(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await self._exec(conn, "notify_runs")
 
+    async def _materialize_plain(
+        self, conn: psycopg.AsyncConnection[Any], values: dict[str, Any], *, leased: bool
+    ) -> PlainBatch:
+        # one statement: lock, insert, advance, count, NOTIFY (queries/materialize.sql)
+        name = "runs_materialize_plain_leased" if leased else "runs_materialize_plain"
+        rows = await self._all(conn, name, **values)
+        made = tuple(
+            (r["tenant"], r["task"], r["scheduled_for"], int(r["runs"]))
+            for r in rows
+            if r["runs"] is not None
+        )
+        return PlainBatch(jobs=int(rows[0]["jobs"]) if rows else 0, made=made)
+
     async def _announce_cancels(
         self, conn: psycopg.AsyncConnection[Any], ids: list[uuid.UUID]
     ) -> None:
@@ -374,6 +394,11 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         self._ensure_listener()
         return await super().wait_for_runs(timeout)
 
+    async def wait_for_outbox(self, timeout: float) -> bool:
+        """Wait until a NOTIFY says outbox rows were committed (True) or ``timeout`` passes."""
+        self._ensure_listener()
+        return await super().wait_for_outbox(timeout)
+
     async def wait_for_cancels(
         self, epoch: int, timeout: float
     ) -> tuple[int, frozenset[uuid.UUID] | None]:
@@ -401,13 +426,17 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                 async with conn:
                     await conn.execute("LISTEN duetime_runs")
                     await conn.execute(f"LISTEN {CANCELS}")
+                    await conn.execute(f"LISTEN {OUTBOX}")
                     backoff = 0.1
                     # we may have missed some while (re)connecting
                     self._runs_event.set()
+                    self._outbox_event.set()
                     self.cancel_news.heard(None)
                     async for note in conn.notifies():
                         if note.channel == CANCELS:
                             self._heard_cancel(note.payload)
+                        elif note.channel == OUTBOX:
+                            self._outbox_event.set()
                         else:
                             self._runs_event.set()
             except (psycopg.OperationalError, OSError):

@@ -2,8 +2,10 @@
 
 Concurrency: every write runs in ``BEGIN IMMEDIATE`` (one writer at a time across every
 process sharing the file; others wait up to ``busy_timeout`` and are retried), so each
-store method is one serializable transaction. Within a process one connection is shared and
-guarded by a lock. SQLite shares the host clock: ``now`` defaults to ``clock.now()``.
+store method is one serializable transaction — or a savepoint of one, when write calls of
+this process meet and share a commit (``commit_groups.py``: each answered once the commit is
+durable). Within a process one connection is shared and guarded by a lock. SQLite shares the
+host clock: ``now`` defaults to ``clock.now()``.
 
 Everything dialect-free is :class:`~duetime.store._sql.SQLStore`'s; this class supplies the
 connection surface (lists travel as JSON text, instants as integer microseconds) and what
@@ -17,6 +19,7 @@ import contextlib
 import functools
 import sqlite3
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,21 +33,22 @@ from duetime._outbox import COMPLETION_EVENTS, START_EVENTS
 from duetime._types import Run
 from duetime.errors import ConnectError, UnsupportedFeature
 from duetime.policies.overlap import plan_starts
-from duetime.store._rows import SQLiteCodec, start_candidate_from_row, to_micros
+from duetime.store._rows import EPOCH, SQLiteCodec, start_candidate_from_row, to_micros
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
 from duetime.store._sql_outbox import completion_event_runs
 from duetime.store._values import completion_answers, job_values, unique_completions
 from duetime.store.base import (
     JobsInsertManyParams,
+    PlainBatch,
     RunsCompleteParams,
     RunsStartParams,
 )
 from duetime.store.sqlfile import load_queries
+from duetime.store.sqlite.commit_groups import CommitGroups
 
 _C = SQLiteCodec()
 _Q = load_queries("sqlite")
-_BUSY_RETRIES = 50
 RUN_COLUMNS = (
     "id", "job_id", "tenant", "job_name", "task", "queue", "payload", "scheduled_for",
     "available_at", "priority", "max_attempts", "backoff_base", "backoff_factor", "backoff_cap",
@@ -111,7 +115,9 @@ class SQLiteStore(SQLStore):
         self.clock: Clock = clock or SystemClock()
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._groups = CommitGroups(self._lock)
         self._runs_event = asyncio.Event()
+        self._outbox_event = asyncio.Event()  # never set: no NOTIFY (the relays poll)
 
     # --- connection and transactions ----------------------------------------------------------
 
@@ -171,31 +177,11 @@ class SQLiteStore(SQLStore):
             raise RuntimeError("store is not open: call await store.open() first")
         return self._conn
 
-    @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction, retried while another process holds the lock."""
-        async with self._lock:
-            conn = self.conn
-            if conn.in_transaction:
-                # left open by a holder cancelled mid-statement; it never reported success
-                await asyncio.shield(conn.execute("ROLLBACK"))
-            for attempt in range(_BUSY_RETRIES):
-                try:
-                    await conn.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) and "busy" not in str(exc):
-                        raise
-                    await asyncio.sleep(min(0.5, 0.01 * 2**attempt))
-            else:
-                raise sqlite3.OperationalError("database stayed locked; gave up")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    await asyncio.shield(conn.execute("ROLLBACK"))
-                raise
-            await asyncio.shield(conn.execute("COMMIT"))
+    def _tx(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction (retried while another process holds the lock),
+        shared with the other calls of this process that meet it: one commit for the group,
+        each call answered once it is durable (store/sqlite/commit_groups.py)."""
+        return self._groups.write(lambda: self.conn)
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -214,10 +200,9 @@ class SQLiteStore(SQLStore):
             yield ClaimSteps(fair=here, locked=here)
 
     async def _all(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> list[Any]:
-        cursor = await conn.execute(_Q[name], _params(values))
-        rows = await cursor.fetchall()
-        await cursor.close()
-        return list(rows)
+        # one trip to the connection's thread (execute, fetchall and close are three): each
+        # trip waits for the event loop's turn while the process lock is held
+        return list(await conn.execute_fetchall(_Q[name], _params(values)))
 
     async def _audit_insert(self, conn: aiosqlite.Connection, values: dict[str, Any]) -> None:
         # one trip to the connection's thread (execute, then close, are two): the audit record
@@ -225,10 +210,12 @@ class SQLiteStore(SQLStore):
         await conn.execute_fetchall(_Q["audit_insert"], _params(values))
 
     async def _exec(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> int:
-        cursor = await conn.execute(_Q[name], _params(values))
-        count = cursor.rowcount
-        await cursor.close()
-        return count
+        # one trip, as _all; the rows changed are the connection's running total's growth (the
+        # process lock is held, so no other statement of this connection runs meanwhile; the
+        # schema has no triggers, whose changes the total would count and rowcount would not)
+        before = conn.total_changes
+        await conn.execute_fetchall(_Q[name], _params(values))
+        return conn.total_changes - before
 
     async def _now(self, conn: aiosqlite.Connection, now: datetime | None) -> datetime:
         return now if now is not None else self.clock.now()
@@ -247,10 +234,23 @@ class SQLiteStore(SQLStore):
             chunk = rows[start : start + _RUNS_PER_INSERT]
             params = [to_micros(now)]
             params += [_encode(row[column]) for row in chunk for column in RUN_COLUMNS]
-            cursor = await conn.execute(_runs_values_statement(len(chunk)), params)
-            inserted += await cursor.fetchall()
-            await cursor.close()
+            inserted += await conn.execute_fetchall(_runs_values_statement(len(chunk)), params)
         return inserted
+
+    async def _materialize_plain(
+        self, conn: aiosqlite.Connection, values: dict[str, Any], *, leased: bool
+    ) -> PlainBatch:
+        # the runs, then the same jobs advanced (queries/materialize.sql), in one BEGIN IMMEDIATE
+        suffix = "_leased" if leased else ""
+        rows = await self._all(conn, f"runs_materialize_plain{suffix}", **values)
+        jobs = await self._exec(conn, f"jobs_advance_plain{suffix}", **values)
+        counted = Counter((r["tenant"], r["task"], r["scheduled_for"]) for r in rows)
+        made = tuple(
+            (t, k, EPOCH + timedelta(microseconds=at), n) for (t, k, at), n in counted.items()
+        )
+        if rows:
+            await self._notify(conn)
+        return PlainBatch(jobs=jobs, made=made)
 
     async def _notify(self, conn: aiosqlite.Connection) -> None:
         # no NOTIFY: wake this process's waiters (a waiter's claim then waits for the lock,

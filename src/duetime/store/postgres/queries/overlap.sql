@@ -52,8 +52,11 @@ RETURNING missed.name, missed.id;
 
 -- name: runs_misfire_deadlines
 -- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or
--- claimed ahead of their instant) take the deadline the job's settings now give.
+-- claimed ahead of their instant) take the deadline the job's settings now give (none where
+-- no judge could act: `backfill`, a `fire_once` one-shot — store/_values.py misfire_deadline).
 UPDATE runs r SET misfire_at = CASE WHEN j.misfire_policy = 'backfill' THEN NULL
+                               WHEN j.misfire_policy = 'fire_once'
+                                    AND j.schedule_kind IN ('now', 'at') THEN NULL
                                ELSE r.scheduled_for + make_interval(secs => j.misfire_grace_s)
                                END
 FROM jobs j

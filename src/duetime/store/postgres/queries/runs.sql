@@ -133,7 +133,8 @@ WHERE job_id = %(job_id)s AND trigger = 'schedule' AND scheduled_for > %(now)s
 UPDATE runs SET state = %(state)s, reason = %(reason)s, finished_at = %(now)s,
     token = token + 1, lease_owner = NULL, lease_expires_at = NULL
 WHERE job_id = %(job_id)s AND (trigger = 'schedule' OR %(include_manual)s)
-  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
+RETURNING id;
 
 -- name: run_start
 -- started_at is the later of now and the run's instant: a worker writes a start shortly
@@ -454,4 +455,5 @@ UPDATE runs SET state = 'skipped', reason = 'out_of_bounds', finished_at = %(now
     token = token + 1, lease_owner = NULL, lease_expires_at = NULL
 WHERE job_id = %(job_id)s AND trigger = 'schedule'
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
-  AND (scheduled_for < %(start_at)s::timestamptz OR scheduled_for > %(end_at)s::timestamptz);
+  AND (scheduled_for < %(start_at)s::timestamptz OR scheduled_for > %(end_at)s::timestamptz)
+RETURNING id;

@@ -47,9 +47,11 @@ RETURNING (SELECT jobs.name FROM jobs WHERE jobs.id = runs.job_id) AS name, id;
 
 -- name: runs_misfire_deadlines
 -- A job's misfire policy or grace changed: its scheduled runs not fired yet (waiting, or
--- claimed ahead of their instant) take the deadline the job's settings now give.
+-- claimed ahead of their instant) take the deadline the job's settings now give (none where
+-- no judge could act: `backfill`, a `fire_once` one-shot — store/_values.py misfire_deadline).
 UPDATE runs SET misfire_at = (
     SELECT CASE WHEN j.misfire_policy = 'backfill' THEN NULL
+                WHEN j.misfire_policy = 'fire_once' AND j.schedule_kind IN ('now', 'at') THEN NULL
                 ELSE runs.scheduled_for + CAST(j.misfire_grace_s * 1000000 AS INTEGER) END
     FROM jobs j WHERE j.id = runs.job_id)
 WHERE job_id = :job_id AND trigger = 'schedule'

@@ -121,7 +121,8 @@ WHERE job_id = :job_id AND trigger = 'schedule' AND scheduled_for > :now
 UPDATE runs SET state = :state, reason = :reason, finished_at = :now, token = token + 1,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE job_id = :job_id AND (trigger = 'schedule' OR :include_manual)
-  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL));
+  AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
+RETURNING id;
 
 -- name: run_start
 -- started_at is the later of now and the run's instant: a worker writes a start shortly
@@ -328,4 +329,5 @@ UPDATE runs SET state = 'skipped', reason = 'out_of_bounds', finished_at = :now,
     token = token + 1, lease_owner = NULL, lease_expires_at = NULL
 WHERE job_id = :job_id AND trigger = 'schedule'
   AND (state = 'scheduled' OR (state = 'running' AND started_at IS NULL))
-  AND (scheduled_for < :start_at OR scheduled_for > :end_at);
+  AND (scheduled_for < :start_at OR scheduled_for > :end_at)
+RETURNING id;

@@ -1,0 +1,158 @@
+"""The REST API while its database cannot be reached (a failover, a restart): a real
+``duetime server`` reaches PostgreSQL through a TCP forwarder the test closes — every
+connection cut, new ones refused — and opens again on the same port. Requests meanwhile get a
+503 problem with ``Retry-After`` (not a 500 and a traceback); once the database answers again
+the same server serves them, without a restart. The failover test does the same across a
+real Patroni failover (tests/failover/).
+
+PostgreSQL only, on a database of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+import pytest
+
+from duetime.app import AsyncApp
+from tests.api.apikit import problem, start
+from tests.conftest import _unavailable, drop_pg_database, make_pg_database, pg_unavailable_reason
+from tests.waiting import eventually_sync
+
+pytestmark = pytest.mark.postgres
+
+
+class Forwarder:
+    """A TCP forwarder on a fixed loopback port to ``target``: :meth:`cut` stops listening and
+    closes every connection through it (what a dead primary does to its clients); :meth:`open`
+    listens again on the same port."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = 0
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            listener.close()
+        with self._lock:
+            cut, self._open = self._open, []
+        for sock in cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def own_database() -> Iterator[str]:
+    reason = pg_unavailable_reason()
+    if reason is not None:
+        _unavailable(reason)
+    url = make_pg_database()
+    try:
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+def _runs(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM runs").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_an_unreachable_database_is_503_and_the_server_serves_again_after(
+    own_database: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    parts = urlsplit(own_database)
+    forwarder = Forwarder((parts.hostname or "127.0.0.1", parts.port or 5432))
+    forwarder.open()
+    through = urlunsplit(parts._replace(netloc=f"postgres@127.0.0.1:{forwarder.port}"))
+
+    async def setup() -> str:
+        async with AsyncApp(through, migrate=True) as app:
+            await app.schedule("outage", task="t.outage", cron="0 3 * * *", allow_unregistered=True)
+            return (await app.create_key("operator", name="outage"))[1]
+
+    key = asyncio.run(setup())
+    # a short wait for a pooled connection: the outage's answer comes in seconds, not 30
+    server = start(
+        through,
+        cwd=tmp_path_factory.mktemp("outage"),
+        env={"DUETIME_DATABASE_CHECKOUT_WAIT": "2"},
+    )
+    try:
+        with server.client(key) as client:
+            assert client.post("/jobs/outage/trigger").status_code == 201, server.text()
+            forwarder.cut()
+            for response in (
+                client.post("/jobs/outage/trigger"),  # a write
+                client.get("/jobs/outage"),  # a read
+                client.post("/jobs/outage/trigger", json={}, headers={"Idempotency-Key": "k1"}),
+            ):
+                body = problem(response, 503)
+                assert body["type"] == "urn:duetime:problem:unavailable", body
+                assert "cannot be reached" in body["detail"], body
+                assert response.headers["retry-after"] == "5"
+            forwarder.open()
+
+            def served() -> httpx.Response | None:
+                response = client.post("/jobs/outage/trigger")
+                if response.status_code == 503:
+                    return None
+                return response
+
+            after = eventually_sync(served, what="a trigger served after the outage", every=0.5)
+            assert after.status_code == 201, after.text
+        assert _runs(own_database) == 2, "the 503s made nothing"
+    finally:
+        server.stop()
+        forwarder.cut()
+    output = server.text()
+    assert "503, the database cannot be reached" in output
+    assert "Traceback" not in output.split("duetime server: listening", 1)[-1], output

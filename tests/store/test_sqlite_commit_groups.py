@@ -1,0 +1,181 @@
+"""SQLite's group commit (store/sqlite/commit_groups.py, decision 0039): the write calls of one
+process that meet at the connection share one transaction and one commit; each answers only
+once the commit is done; a joined call that fails is rolled back alone."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storekit import claim, completion, job_params, running_run, s, scheduled_run
+
+from duetime._clock import FrozenClock
+from duetime._types import RunState
+from duetime.store.base import RunsCompleteParams, RunsStartParams
+from duetime.store.sqlite.store import SQLiteStore
+
+
+@pytest.fixture
+async def sqlite(tmp_path: Path, t0: datetime) -> AsyncIterator[SQLiteStore]:
+    store = SQLiteStore(str(tmp_path / "d.db"), clock=FrozenClock(t0))
+    await store.open()
+    await store.migrate()
+    yield store
+    await store.close()
+
+
+async def _trace(store: SQLiteStore) -> list[str]:
+    """Every statement the store's connection runs from now on (its first word or two)."""
+    seen: list[str] = []
+
+    def note(statement: str) -> None:
+        words = statement.split()
+        seen.append(" ".join(words[:2]) if words[0] in ("BEGIN", "ROLLBACK") else words[0])
+
+    await store.conn.set_trace_callback(note)
+    return seen
+
+
+def _state(path: str, run_id: Any) -> str:
+    """The run's state as another connection sees it (what was committed)."""
+    with sqlite3.connect(path) as other:
+        row = other.execute("SELECT state FROM runs WHERE id = ?", (str(run_id),)).fetchone()
+    return str(row[0])
+
+
+async def test_a_start_a_completion_and_a_claim_that_meet_share_one_commit(
+    sqlite: SQLiteStore, t0: datetime
+) -> None:
+    ahead = await scheduled_run(sqlite, t0 + s(5), "ahead")
+    [held] = await claim(sqlite, t0, lookahead=10.0)  # claimed ahead: its start comes later
+    assert held.run.id == ahead.id
+    assert held.run.started_at is None
+    done = await running_run(sqlite, t0, "done")
+    due = await scheduled_run(sqlite, t0, "due")
+    seen = await _trace(sqlite)
+    answered: list[str] = []
+
+    async def call(name: str, work: Any) -> Any:
+        result = await work
+        answered.append(f"{name} answered after {seen.count('COMMIT')} commits")
+        return result
+
+    started, applied, claimed = await asyncio.gather(
+        call("start", sqlite.runs_start(RunsStartParams([(held.run.id, held.run.token)]))),
+        call("complete", sqlite.runs_complete(RunsCompleteParams([completion(done)], now=t0))),
+        call("claim", claim(sqlite, t0)),
+    )
+
+    assert started == {held.run.id}
+    assert applied == [True]
+    assert [c.run.id for c in claimed] == [due.id]
+    # one BEGIN and one COMMIT for the three calls (each its own transaction: three of each);
+    # the two that joined ran in savepoints
+    assert seen.count("BEGIN IMMEDIATE") == 1
+    assert seen.count("COMMIT") == 1
+    assert seen.count("SAVEPOINT") == seen.count("RELEASE") == 2
+    # no call answered before the commit that made its writes durable
+    assert sorted(answered) == [
+        f"{n} answered after 1 commits" for n in ("claim", "complete", "start")
+    ]
+    for run_id, state in (
+        (held.run.id, "running"),
+        (done.run.id, "succeeded"),
+        (due.id, "running"),
+    ):
+        assert _state(sqlite.path, run_id) == state
+
+
+async def test_a_joined_call_that_fails_is_rolled_back_alone(
+    sqlite: SQLiteStore, t0: datetime
+) -> None:
+    done = await running_run(sqlite, t0, "done")
+    seen = await _trace(sqlite)
+
+    async def insert_then_fail() -> None:
+        async with sqlite.transaction() as tx:
+            assert await tx.job_insert(job_params("never", next_fire_at=t0)) is not None
+            raise RuntimeError("the call's own failure")
+
+    applied, failed = await asyncio.gather(
+        sqlite.runs_complete(RunsCompleteParams([completion(done)], now=t0)),
+        insert_then_fail(),
+        return_exceptions=True,
+    )
+
+    assert applied == [True]
+    assert isinstance(failed, RuntimeError)
+    assert seen.count("COMMIT") == 1
+    assert seen.count("ROLLBACK TO") == 1  # its savepoint only
+    assert _state(sqlite.path, done.run.id) == "succeeded"
+    with sqlite3.connect(sqlite.path) as other:
+        assert other.execute("SELECT count(*) FROM jobs WHERE name = 'never'").fetchone() == (0,)
+
+
+async def test_when_the_leader_fails_the_calls_waiting_to_join_commit_on_their_own(
+    sqlite: SQLiteStore, t0: datetime
+) -> None:
+    done = await running_run(sqlite, t0, "done")
+    seen = await _trace(sqlite)
+
+    async def insert_then_fail() -> None:
+        async with sqlite.transaction() as tx:
+            await tx.job_insert(job_params("never", next_fire_at=t0))
+            await asyncio.sleep(0)  # the completion comes and waits to join
+            raise RuntimeError("the leader's own failure")
+
+    failed, applied = await asyncio.gather(
+        insert_then_fail(),
+        sqlite.runs_complete(RunsCompleteParams([completion(done)], now=t0)),
+        return_exceptions=True,
+    )
+
+    assert isinstance(failed, RuntimeError)
+    assert applied == [True]
+    assert seen.count("ROLLBACK") == 1
+    assert seen.count("COMMIT") == 1
+    assert "SAVEPOINT" not in seen  # the completion led a transaction of its own
+    assert _state(sqlite.path, done.run.id) == "succeeded"
+    with sqlite3.connect(sqlite.path) as other:
+        assert other.execute("SELECT count(*) FROM jobs WHERE name = 'never'").fetchone() == (0,)
+
+
+async def test_a_call_cancelled_while_waiting_to_join_leaves_the_group_going(
+    sqlite: SQLiteStore, t0: datetime
+) -> None:
+    first = await running_run(sqlite, t0, "first")
+    second = await running_run(sqlite, t0, "second")
+    hold, joined = asyncio.Event(), asyncio.Event()
+
+    async def leader() -> None:
+        async with sqlite.transaction() as tx:
+            await tx.job_insert(job_params("kept", next_fire_at=t0))
+            joined.set()
+            await hold.wait()
+
+    def complete(claimed: Any) -> Any:
+        return sqlite.runs_complete(RunsCompleteParams([completion(claimed)], now=t0))
+
+    leading = asyncio.create_task(leader())
+    await joined.wait()
+    cancelled = asyncio.create_task(complete(first))
+    kept = asyncio.create_task(complete(second))
+    await asyncio.sleep(0)  # both are waiting for their turn now
+    cancelled.cancel()
+    hold.set()
+    await asyncio.wait_for(asyncio.gather(leading, kept), 10.0)
+
+    assert cancelled.cancelled()
+    assert kept.result() == [True]
+    assert _state(sqlite.path, second.run.id) == "succeeded"
+    assert _state(sqlite.path, first.run.id) == "running"  # its completion was never written
+    with sqlite3.connect(sqlite.path) as other:
+        assert other.execute("SELECT count(*) FROM jobs WHERE name = 'kept'").fetchone() == (1,)
+    # the store goes on: the cancelled completion, written again, applies
+    assert await complete(first) == [True]
+    assert (await sqlite.run_get(first.run.tenant, first.run.id)).state is RunState.SUCCEEDED
