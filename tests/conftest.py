@@ -207,9 +207,7 @@ def _unavailable(reason: str) -> None:
 # --- PostgreSQL fixtures ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """The URL of this session's own PostgreSQL database (created once, dropped at the end)."""
+def _pg_database_while_used() -> Iterator[str]:
     reason = pg_unavailable_reason()
     if reason is not None:
         _unavailable(reason)
@@ -218,6 +216,19 @@ def pg_database() -> Iterator[str]:
         yield url
     finally:
         drop_pg_database(url)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """The URL of this session's own PostgreSQL database (created once, dropped at the end)."""
+    yield from _pg_database_while_used()
+
+
+@pytest.fixture
+def own_database() -> Iterator[str]:
+    """A PostgreSQL database of this test's own, dropped after it: for tests that cut its
+    connections or count every row in it."""
+    yield from _pg_database_while_used()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -22,7 +21,6 @@ import pytest
 
 from duetime.app import AsyncApp
 from tests.api.apikit import problem, start
-from tests.conftest import _unavailable, drop_pg_database, make_pg_database, pg_unavailable_reason
 from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.postgres
@@ -86,18 +84,6 @@ class Forwarder:
         for sock in (src, dst):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-
-
-@pytest.fixture
-def own_database() -> Iterator[str]:
-    reason = pg_unavailable_reason()
-    if reason is not None:
-        _unavailable(reason)
-    url = make_pg_database()
-    try:
-        yield url
-    finally:
-        drop_pg_database(url)
 
 
 def _runs(url: str) -> int:

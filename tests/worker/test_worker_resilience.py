@@ -9,18 +9,12 @@ import asyncio
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from tests.conftest import (
-    _unavailable,
-    drop_pg_database,
-    make_pg_database,
-    pg_unavailable_reason,
-)
 from tests.waiting import eventually
 from workerkit import FAR, open_app, outcomes, serving, settled, wait
 
@@ -30,18 +24,6 @@ from duetime._types import AttemptOutcome, RunState
 
 pytestmark = pytest.mark.postgres
 T = TypeVar("T")
-
-
-@pytest.fixture
-def own_database() -> Iterator[str]:
-    reason = pg_unavailable_reason()
-    if reason is not None:
-        _unavailable(reason)
-    url = make_pg_database()
-    try:
-        yield url
-    finally:
-        drop_pg_database(url)
 
 
 @pytest.fixture
