@@ -12,6 +12,8 @@ docs/benchmarks.md with the date, machine and command).
     python -m bench.ab --old /tmp/dt-old burndown --runs 50000 --workers 2
     python -m bench.ab --old /tmp/dt-old fire --seconds 20
     python -m bench.ab --old /tmp/dt-old workflows --items 10000 --chains 30
+    python -m bench.ab --old /tmp/dt-old outbox_lag --broker nats --seconds 10
+    python -m bench.ab --old /tmp/dt-old retire --history 1000000 --keep
 
 Exits non-zero, with the reason, when a round fails or prints no figure.
 """
@@ -34,9 +36,11 @@ FIGURES = {
     "sqlite_firing": ("runs/s", re.compile(r"sqlite firing N=\d+: ([\d,]+) runs/s"), True),
     "oneshots": ("p99 start lag s", re.compile(r"start lag p50 [\d.]+ s, p99 ([\d.]+) s"), False),
     "workflows": ("fan-out steps/s", re.compile(r"fan-out ([\d,]+) steps/s"), True),
+    "outbox_lag": ("p99 lag ms", re.compile(r"lag p50 [\d.]+ ms, p99 ([\d.]+) ms"), False),
     "materialize_burst": ("runs made/s", re.compile(r"horizon: ([\d,]+) runs made/s"), True),
+    "retire": ("retiring/quiet", re.compile(r"ratio retiring/quiet: ([\d.]+)"), True),
 }
-ONE_ROUND = {"workflows": ["--rounds", "1"]}
+ONE_ROUND = {"workflows": ["--rounds", "1"], "retire": ["--rounds", "1"]}
 """How a benchmark is told to run one round (the default: ``--repeat 1``)."""
 
 

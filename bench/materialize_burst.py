@@ -21,13 +21,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-
 from bench._common import (
     BENCH_TAG,
     BackendMeter,
     BenchError,
-    CpuMeter,
     base_parser,
     check_alive,
     guarded_main,
@@ -39,7 +36,7 @@ from bench._common import (
 )
 from bench.burndown import Database, cpu_text
 from bench.minimal import per_run
-from bench.oneshots import PREFIX, _register
+from bench.oneshots import _register, move_instant
 
 
 def burst(jobs: int, *, lead: float = 5.0, timeout: float = 300.0) -> dict[str, Any]:
@@ -64,18 +61,8 @@ def burst(jobs: int, *, lead: float = 5.0, timeout: float = 300.0) -> dict[str, 
 
         wait_for("the scheduler", leads, 60, 0.25)
         due = datetime.now(UTC) + timedelta(seconds=lead)
-        with psycopg.connect(db.url) as tx:
-            moved = tx.execute(
-                "UPDATE jobs SET at_instant = %(due)s, next_fire_at = %(due)s "
-                "WHERE substr(name, 1, %(n)s) = %(prefix)s",
-                {"due": due, "n": len(PREFIX), "prefix": PREFIX},
-            ).rowcount
-            meter.start()
-            cpu = CpuMeter([p.pid for p in procs])
-            tx.commit()
-            moved_at = datetime.now(UTC)
-        if moved != jobs:
-            raise BenchError(f"moved the instant of {moved} of {jobs} jobs")
+        cpu = move_instant(db.url, jobs, due, meter, procs)
+        moved_at = datetime.now(UTC)
 
         def made() -> bool:
             row = conn.execute(

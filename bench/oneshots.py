@@ -76,6 +76,30 @@ async def _register(url: str, jobs: int) -> float:
     return time.perf_counter() - started
 
 
+def move_instant(
+    url: str,
+    jobs: int,
+    due: datetime,
+    meter: BackendMeter,
+    procs: list[subprocess.Popen[bytes]],
+) -> CpuMeter:
+    """Move the instant of the ``jobs`` one-shots :func:`_register` made to ``due``, in one
+    transaction; ``meter`` and the returned CPU meter of ``procs`` start just before its
+    commit. Raises :class:`BenchError` unless every job moved."""
+    with psycopg.connect(url) as tx:
+        moved = tx.execute(
+            "UPDATE jobs SET at_instant = %(due)s, next_fire_at = %(due)s "
+            "WHERE substr(name, 1, %(n)s) = %(prefix)s",
+            {"due": due, "n": len(PREFIX), "prefix": PREFIX},
+        ).rowcount
+        meter.start()
+        cpu = CpuMeter([p.pid for p in procs])
+        tx.commit()
+    if moved != jobs:
+        raise BenchError(f"moved the instant of {moved} of {jobs} jobs")
+    return cpu
+
+
 def duetime_oneshots(
     jobs: int, *, workers: int = 2, lead: float = 15.0, timeout: float = 600.0
 ) -> dict[str, Any]:
@@ -103,18 +127,7 @@ def duetime_oneshots(
 
         wait_for("the scheduler and workers", ready, 60, 0.25)
         due = datetime.now(UTC) + timedelta(seconds=lead)
-        cpu: list[CpuMeter] = []
-        with psycopg.connect(db.url) as tx:
-            moved = tx.execute(
-                "UPDATE jobs SET at_instant = %(due)s, next_fire_at = %(due)s "
-                "WHERE substr(name, 1, %(n)s) = %(prefix)s",
-                {"due": due, "n": len(PREFIX), "prefix": PREFIX},
-            ).rowcount
-            meter.start()
-            cpu.append(CpuMeter([p.pid for p in procs]))
-            tx.commit()
-        if moved != jobs:
-            raise BenchError(f"moved the instant of {moved} of {jobs} jobs")
+        cpu = move_instant(db.url, jobs, due, meter, procs)
         conn.execute("VACUUM ANALYZE jobs")
         if datetime.now(UTC) > due:
             raise BenchError(f"setting the instant took longer than --lead {lead} s")
@@ -130,7 +143,7 @@ def duetime_oneshots(
             meter.sample()
 
         wait_for(f"{jobs:,} one-shot jobs", settled, lead + timeout, 1.0, tick)
-        used = cpu[0].stop()
+        used = cpu.stop()
         db_cpu = meter.stop()
         if os.environ.get("DUETIME_BENCH_STATEMENTS"):
             print_statements(db)

@@ -11,8 +11,9 @@ runs by 2 ``duetime worker`` processes with the product's defaults (bench.burndo
 as it is ("quiet"), once with a retention process beside it ("retiring") that runs the
 leader's retention pass (``RetentionPruner.run_once``: the weeks past retention dropped, the
 default partition's old attempts and up to 20,000 runs deleted) back to back (``--pace
-flat``, the hardest the product ever retires) or once a minute as the leader does (``--pace
-product``). Reported: the burn-down's
+flat``, the hardest the product ever retires) or at the leader's own pace (``--pace
+product``: ``RetentionPruner.pause_after``, a pass within seconds while a backlog lasts,
+busy at most ``DUETIME_RETENTION_DUTY`` of the time). Reported: the burn-down's
 runs/s (median and spread) both ways and their ratio, and the history rows the retention
 process retired during the burn-down. Exits non-zero with the reason when a step fails.
 """
@@ -207,7 +208,7 @@ class SeededHistory:
 
 
 RETIRER = """
-import asyncio, signal, sys
+import asyncio, signal, sys, time
 from duetime._config import Settings
 from duetime.maintenance.retention import RetentionPruner
 from duetime.store import create_store
@@ -221,18 +222,20 @@ async def main() -> None:
     held = await store.leader_elect(LeaderElectParams(node_id="retirer", ttl=3600.0))
     assert held is not None
     fence = LeaderFence("retirer", held.term)
-    pruner = RetentionPruner(store, Settings(database_url=sys.argv[1]))
+    pruner = RetentionPruner(store, Settings.from_env(database_url=sys.argv[1]))
     print("ready", flush=True)
     deleted = 0
     pause = float(sys.argv[2])
     while not stop.is_set():
+        started = time.monotonic()
         count = await pruner.run_once(fence)
         deleted += count
         if count == 0:
             break
-        if pause > 0:
+        wait = pause if pause >= 0 else pruner.pause_after(time.monotonic() - started)
+        if wait > 0:
             try:
-                await asyncio.wait_for(stop.wait(), pause)
+                await asyncio.wait_for(stop.wait(), wait)
             except TimeoutError:
                 pass
     await stop.wait()
@@ -242,8 +245,8 @@ asyncio.run(main())
 """
 
 
-PAUSES = {"flat": 0.0, "product": 60.0}
-"""Seconds between two retention passes: none, or the leader's interval."""
+PAUSES = {"flat": 0.0, "product": -1.0}
+"""Seconds between two retention passes: none, or (-1) the leader's own pace."""
 
 
 def retirer(pace: str) -> Callable[[Database], Callable[[], dict[str, float]]]:
@@ -300,7 +303,7 @@ def main() -> None:
         "--pace",
         choices=sorted(PAUSES),
         default="flat",
-        help="retention passes back to back (flat) or once a minute as the leader runs them",
+        help="retention passes back to back (flat) or at the leader's own pace (product)",
     )
     parser.add_argument(
         "--keep",

@@ -90,6 +90,21 @@ class Verdict:
     ) -> None:
         self.figures.append(Figure(name, str(value), limit, kind, ok))
 
+    def must_be_zero(self, name: str, count: int) -> None:
+        """An invariant: ``count`` (of what ``name`` says) must be 0, else the run fails."""
+        self.add(name, count, limit="must be 0", kind=INVARIANT, ok=count == 0)
+
+    def over_bound(self, name: str, counts: str, unexplained: int, *, strict: bool) -> None:
+        """A bound's violations (``counts``, one of them ``unexplained``): with ``strict`` an
+        unexplained one fails the run, else they are reported only."""
+        self.add(
+            name,
+            counts,
+            limit="unexplained must be 0" if strict else "",
+            kind=BOUND,
+            ok=unexplained == 0 if strict else None,
+        )
+
 
 def _pid(worker_id: str | None) -> int | None:
     """The pid in a worker or node id ``host:pid:hex``."""
@@ -152,13 +167,7 @@ def _occurrences(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> 
         limit=f"cron: every second (workflow jobs: their period) up to {until:%H:%M:%S}",
     )
     v.add("occurrences with a recorded skip and no run", covered_by_skip)
-    v.add(
-        "lost occurrences (due, no run, no recorded skip)",
-        len(lost),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not lost,
-    )
+    v.must_be_zero("lost occurrences (due, no run, no recorded skip)", len(lost))
     for r in lost[:10]:
         v.details.append(f"lost: job {r['job_id']} ({r['kind']}) at {r['t'].isoformat()}")
 
@@ -178,13 +187,7 @@ def _runs(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
         "SELECT job_id, scheduled_for, count(*) AS n FROM runs WHERE idempotency_key IS NULL "
         "GROUP BY job_id, scheduled_for HAVING count(*) > 1",
     )
-    v.add(
-        "duplicate runs per occurrence",
-        len(dups),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not dups,
-    )
+    v.must_be_zero("duplicate runs per occurrence", len(dups))
     for r in dups[:10]:
         v.details.append(f"duplicate: job {r['job_id']} at {r['scheduled_for']}: {r['n']} runs")
     not_once = _rows(
@@ -201,12 +204,8 @@ def _runs(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
                WHERE a.run_id = r.id AND a.outcome = 'succeeded') > 1
         """,
     )
-    v.add(
-        "runs not ending exactly once (succeeded ≠ one succeeded attempt)",
-        len(not_once),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not not_once,
+    v.must_be_zero(
+        "runs not ending exactly once (succeeded ≠ one succeeded attempt)", len(not_once)
     )
     for r in not_once[:10]:
         v.details.append(f"run {r['id']}: state {r['state']}, {r['successes']} succeeded attempts")
@@ -217,13 +216,7 @@ def _runs(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
         "ORDER BY r.scheduled_for",
         until=until,
     )
-    v.add(
-        "due runs unfinished after the drain",
-        len(stuck),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not stuck,
-    )
+    v.must_be_zero("due runs unfinished after the drain", len(stuck))
     for r in stuck[:10]:
         v.details.append(
             f"unfinished: run {r['id']} of {r['job_name']} at {r['scheduled_for']:%H:%M:%S.%f}: "
@@ -232,13 +225,7 @@ def _runs(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
     unexplained_skips = _rows(
         conn, "SELECT id, job_name FROM runs WHERE state = 'skipped' AND reason IS NULL"
     )
-    v.add(
-        "skipped runs without a reason",
-        len(unexplained_skips),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not unexplained_skips,
-    )
+    v.must_be_zero("skipped runs without a reason", len(unexplained_skips))
     unwarranted = _one(
         conn,
         """
@@ -276,13 +263,7 @@ def _runs(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> None:
                       AND r.state IN ('succeeded', 'dead'))
         """,
     )
-    v.add(
-        "one-shot jobs not completed after their run ended",
-        len(incomplete),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not incomplete,
-    )
+    v.must_be_zero("one-shot jobs not completed after their run ended", len(incomplete))
     for r in incomplete[:5]:
         v.details.append(f"one-shot job {r['name']} is {r['status']} after its run ended")
     dead = _rows(
@@ -324,27 +305,9 @@ def _effects(conn: psycopg.Connection[Any], caps: dict[str, bool], v: Verdict) -
             "exactly-once runs succeeded / effects / runs started more than once",
             f"{row['succeeded']} / {row['effects']} / {row['reexecuted']}",
         )
-        v.add(
-            "duplicate exactly-once effects",
-            row["duplicated"],
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=row["duplicated"] == 0,
-        )
-        v.add(
-            "exactly-once effects missing (run succeeded, no effect)",
-            row["missing"],
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=row["missing"] == 0,
-        )
-        v.add(
-            "exactly-once effects without a succeeded run",
-            row["orphaned"],
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=row["orphaned"] == 0,
-        )
+        v.must_be_zero("duplicate exactly-once effects", row["duplicated"])
+        v.must_be_zero("exactly-once effects missing (run succeeded, no effect)", row["missing"])
+        v.must_be_zero("exactly-once effects without a succeeded run", row["orphaned"])
     else:
         v.add("exactly-once jobs", "not run: duetime has no ctx.transaction yet")
     row = _one(
@@ -363,13 +326,7 @@ def _effects(conn: psycopg.Connection[Any], caps: dict[str, bool], v: Verdict) -
         """,
     )
     v.add("at-least-once effect runs succeeded", row["succeeded"])
-    v.add(
-        "at-least-once effects missing (run succeeded, no effect)",
-        row["missing"],
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=row["missing"] == 0,
-    )
+    v.must_be_zero("at-least-once effects missing (run succeeded, no effect)", row["missing"])
     v.add("at-least-once effects executed more than once (extra rows)", row["extra"])
 
 
@@ -500,13 +457,7 @@ def _workflows(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> No
         + (", ".join(f"{k} {n}" for k, n in sorted(states.items())) or "—"),
     )
     running = [i for i in due if i["state"] == "running"]
-    v.add(
-        "workflow instances of the window still running after the drain",
-        len(running),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not running,
-    )
+    v.must_be_zero("workflow instances of the window still running after the drain", len(running))
     unsuccessful = [i for i in instances if i["state"] in ("failed", "cancelled")]
     v.add(
         "workflow instances that ended other than succeeded",
@@ -592,12 +543,9 @@ def _workflows(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> No
                 for (s, i), r in rows.items()
                 if r["state"] != WORKFLOW_END_STATES.get(s)
             ]
-    v.add(
+    v.must_be_zero(
         f"workflow instances whose mapped step has not exactly {WORKFLOW_ITEMS} items",
         len(wrong_items),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not wrong_items,
     )
     v.details.extend(wrong_items[:5])
     v.add(
@@ -629,12 +577,8 @@ def _workflows(conn: psycopg.Connection[Any], until: datetime, v: Verdict) -> No
         f"{sum(step_runs.values())} / {effects['succeeded']} / {effects['executions']} "
         f"({effects['executions'] - effects['runs']})",
     )
-    v.add(
-        "mapped item effects missing (item run succeeded, no effect)",
-        effects["missing"],
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=effects["missing"] == 0,
+    v.must_be_zero(
+        "mapped item effects missing (item run succeeded, no effect)", effects["missing"]
     )
 
     documents = {
@@ -853,27 +797,14 @@ def _attempts(
         f"{timing.worker_concurrency} slots)",
     )
     avoidable = reexec["started_after_restart"]
-    v.add(
+    v.must_be_zero(
         "re-executions of runs started after PostgreSQL was back (lease lapsed meanwhile)",
         avoidable,
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=avoidable == 0,
     )
-    v.add(
-        "re-executions not explained by a kill or a PostgreSQL restart",
-        reexec["unexplained"],
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=reexec["unexplained"] == 0,
+    v.must_be_zero(
+        "re-executions not explained by a kill or a PostgreSQL restart", reexec["unexplained"]
     )
-    v.add(
-        "attempts claimed before the previous lease was reaped",
-        len(overlap),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not overlap,
-    )
+    v.must_be_zero("attempts claimed before the previous lease was reaped", len(overlap))
     v.details.extend(overlap[:10])
     v.data["takeovers"] = takeovers
     median = statistics.median(takeovers) if takeovers else None
@@ -883,12 +814,11 @@ def _attempts(
         limit=f"bound {bound:.1f} s = lease TTL + reaper + poll (+{timing.slack:g} s slack)",
         kind=BOUND,
     )
-    v.add(
+    v.over_bound(
         "  over the bound: no live leader to reap / PostgreSQL restart / unexplained",
         f"{over['no_leader']} / {over['pg_restart']} / {over['unexplained']}",
-        limit="unexplained must be 0" if strict else "",
-        kind=BOUND,
-        ok=(not late) if strict else None,
+        len(late),
+        strict=strict,
     )
     v.details.extend(late[:10])
     v.add(
@@ -940,12 +870,11 @@ def _leader(
         limit=f"bound {bound:.1f} s = leader TTL + renew interval (+{timing.slack:g} s slack)",
         kind=BOUND,
     )
-    v.add(
+    v.over_bound(
         "  over the bound: PostgreSQL restart / unexplained",
         f"{late_explained} / {len(late)}",
-        limit="unexplained must be 0" if strict else "",
-        kind=BOUND,
-        ok=(not late) if strict else None,
+        len(late),
+        strict=strict,
     )
     v.details.extend(late)
     return leadership
@@ -972,13 +901,7 @@ def _processes(ev: _Events, v: Verdict) -> None:
         "PostgreSQL restarts (down → accepting)",
         ", ".join(f"{(b - a).total_seconds():.1f} s" for a, b in ev.outages) or "0",
     )
-    v.add(
-        "processes that exited on their own (crashes)",
-        len(ev.crashes),
-        limit="must be 0",
-        kind=INVARIANT,
-        ok=not ev.crashes,
-    )
+    v.must_be_zero("processes that exited on their own (crashes)", len(ev.crashes))
     for c in ev.crashes[:10]:
         v.details.append(f"crash: {c['role']} pid {c['pid']} at {c['at']}: {c['detail']}")
     # a process still starting (not yet registered, no signal handler yet) dies of the SIGTERM

@@ -53,6 +53,39 @@ def _signal_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
 
 
+def spawn_logged(
+    command: list[str],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``command`` started in a session (process group) of its own, stdout and stderr to
+    ``log_path`` (truncated first), no stdin."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM ``process`` and wait up to ``timeout`` seconds for it; then SIGKILL its process
+    group (see :func:`spawn_logged`) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
 @dataclass
 class Fleet:
     """Schedulers and workers in numbered slots; a slot's process can be killed and restarted."""
@@ -69,16 +102,7 @@ class Fleet:
             command += ["--app", self.app_module]
         generation = sum(1 for p in self.history if (p.role, p.slot) == (role, slot))
         log_path = self.workdir / f"{role}-{slot}.{generation}.log"
-        with open(log_path, "wb") as log:
-            popen = subprocess.Popen(
-                command,
-                env=self.env,
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        popen = spawn_logged(command, log_path, env=self.env, cwd=self.workdir)
         named = log_path.with_name(f"{role}-{slot}.{generation}.pid{popen.pid}.log")
         log_path.rename(named)  # the child keeps writing to the same file
         proc = Proc(role, slot, popen, named, started=time.time())

@@ -55,7 +55,7 @@ HASHED_FILES = frozenset(
         "claim complete completer_refused start reaper retention trigger materialize misfire "
         "overlap overlap_races overlap_replace replay_cancel runs_read runs_filters longruns "
         "retry_window buffer_one outbox fairness run_id_prefix job_lifecycle "
-        "calendars_backfill transaction run_events materialize_plain"
+        "calendars_backfill transaction run_events materialize_plain claim_alone"
     ).split()
 ) | {
     f"tests/workflows/test_workflow_{name}.py"

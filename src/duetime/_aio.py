@@ -27,17 +27,24 @@ async def first_of(*awaitables: Awaitable[object]) -> None:
             task.cancel()
 
 
-async def uncancellable(awaitable: Awaitable[T]) -> T:
+async def uncancellable(awaitable: Awaitable[T], *, reraise: bool = False) -> T:
     """Await ``awaitable`` to its end even if the caller is cancelled meanwhile: for work that
-    must not stop halfway (writing an attempt's outcome). A cancel that arrives is absorbed."""
+    must not stop halfway (writing an attempt's outcome, a group's commit). A cancel that
+    arrives is absorbed; with ``reraise`` it is raised once ``awaitable`` has ended (its own
+    exception, if it raised one, is raised instead)."""
     task = asyncio.ensure_future(awaitable)
+    cancelled = False
     while not task.done():
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
             if task.done():
                 break
-            current = asyncio.current_task()
+            cancelled = True
+            current = None if reraise else asyncio.current_task()
             if current is not None:
                 current.uncancel()
-    return task.result()
+    result = task.result()
+    if cancelled and reraise:
+        raise asyncio.CancelledError
+    return result

@@ -6,10 +6,12 @@ The defaults are the table in docs/architecture.md ("Defaults"). ``Settings.from
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from duetime._durations import MAX_SECONDS
 from duetime.errors import ValidationError
 
 DEFAULT_DATABASE_URL = "duetime.db"
@@ -70,6 +72,11 @@ class Settings:
     """How long opening the store keeps retrying, with backoff, while the database is
     unreachable; 0 fails at once. ``duetime scheduler``/``worker``/``up`` default to 600 s."""
     retention_days: float = 90.0
+    retention_duty: float = 0.25
+    """The largest fraction of the time the leader's history retention may be busy: a pass
+    that stopped at its cap (a backlog) is followed after a pause of at least 1 s and at least
+    ``(1 - duty) / duty`` times its own length, not after the usual minute
+    (maintenance/retention.py). 1 retires back to back (1 s apart)."""
     leader_ttl: float = 3.0
     """How long a leadership lasts unless renewed (renewed every third of it): a dead leader
     is replaced within ``4/3`` of it (docs/reliability.md)."""
@@ -176,8 +183,9 @@ class Settings:
             "database_checkout_wait"
         ).split()
         for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValidationError(name, f"must be > 0, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValidationError(name, f"must be a finite number > 0, got {value!r}")
         for name in (
             "scheduler_batch",
             "worker_concurrency",
@@ -228,12 +236,23 @@ class Settings:
         for name in ("api_auth_failures", "api_max_connections"):
             if not getattr(self, name) >= 0:
                 raise ValidationError(name, f"must be >= 0, got {getattr(self, name)!r}")
+        if not 0 < self.retention_duty <= 1:
+            raise ValidationError(
+                "retention_duty", f"must be > 0 and <= 1, got {self.retention_duty!r}"
+            )
         if not self.startup_wait >= 0:
             raise ValidationError("startup_wait", f"must be >= 0, got {self.startup_wait!r}")
         if not self.backfill_rate > 0:
             raise ValidationError("backfill_rate", f"must be > 0, got {self.backfill_rate!r}")
-        if self.scheduler_horizon < 0 or self.misfire_grace < 0:
-            raise ValidationError("scheduler_horizon", "horizon and misfire grace must be >= 0")
+        if not self.scheduler_horizon >= 0:
+            raise ValidationError(
+                "scheduler_horizon", f"must be >= 0, got {self.scheduler_horizon!r}"
+            )
+        if not 0 <= self.misfire_grace <= MAX_SECONDS:
+            raise ValidationError(
+                "misfire_grace",
+                f"must be 0 to {MAX_SECONDS:.0f} seconds (10 years), got {self.misfire_grace!r}",
+            )
         if self.heartbeat_interval >= self.lease_ttl:
             raise ValidationError(
                 "heartbeat_interval",

@@ -24,6 +24,8 @@ _ISO_DURATION = re.compile(
 )
 _SHORT_DURATION = re.compile(rf"(?:{_NUMBER}[wdhms])+", re.IGNORECASE)
 _SHORT_PART = re.compile(rf"({_NUMBER})([wdhms])", re.IGNORECASE)
+MAX_SECONDS = 10 * 366 * 86400.0
+"""Longest duration accepted anywhere (ten years): longer ones overflow date arithmetic."""
 UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 """Seconds per unit letter (lower case), ISO 8601 and short forms alike."""
 

@@ -168,7 +168,10 @@ START_EVENTS = frozenset({"started", "skipped"})
 SKIP_EVENTS = frozenset({"skipped"})
 STARTED_EVENTS = frozenset({"started"})
 CANCEL_EVENTS = frozenset({"cancelled"})
-"""A run cancelled by an operator, or replaced by a newer one (``overlap="replace"``)."""
+"""A run cancelled by an operator (itself, or its workflow instance), or replaced by a newer
+one (``overlap="replace"``)."""
+REPLAY_EVENTS = frozenset({"retrying"})
+"""A dead run an operator replayed (``runs_replay``): scheduled again, as after a retry."""
 REAP_EVENTS = frozenset({"retrying", "dead", "cancelled"})
 """A run whose lease the leader's reaper found expired: sent back, dead, or ended replaced."""
 END_EVENTS = frozenset({"skipped", "cancelled"})

@@ -20,6 +20,7 @@ from typing import Any, TypedDict, cast
 
 from duetime import _json
 from duetime._config import Settings
+from duetime._durations import MAX_SECONDS
 from duetime._redact import has_redacted, keep_redacted, refuse_redacted
 from duetime._types import (
     CalendarInterval,
@@ -819,15 +820,16 @@ def _shared_fields(spec: JobSpec, settings: Settings) -> dict[str, Any]:
     :data:`SHARED_SPEC_FIELDS` (and the settings)."""
     check_priority(spec.priority)
     timeout = None if spec.timeout is None else _finite(spec.timeout)
-    if spec.timeout is not None and not (timeout is not None and timeout > 0):
+    if spec.timeout is not None and not (timeout is not None and 0 < timeout <= MAX_SECONDS):
         raise ValidationError(
-            "timeout", f"must be a positive, finite number of seconds, got {spec.timeout!r}"
+            "timeout",
+            f"must be a positive number of seconds (at most 10 years), got {spec.timeout!r}",
         )
     grace = _finite(settings.misfire_grace if spec.misfire_grace is None else spec.misfire_grace)
-    if grace is None or not grace >= 0:  # bools, NaN and infinities are refused
+    if grace is None or not 0 <= grace <= MAX_SECONDS:  # bools, NaN and infinities too
         raise ValidationError(
             "misfire_grace",
-            f"must be a non-negative, finite number of seconds, got {spec.misfire_grace!r}",
+            f"must be 0 to {MAX_SECONDS:.0f} seconds (10 years), got {spec.misfire_grace!r}",
         )
     if not isinstance(spec.queue, str) or not 0 < len(spec.queue) <= 100:
         raise ValidationError("queue", "must be 1-100 characters")
@@ -1028,7 +1030,7 @@ def _seconds_or_none(value: object, field_name: str) -> float | None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not 0 < value <= 10 * 366 * 86400
+        or not 0 < value <= MAX_SECONDS
     ):
         raise ValidationError(field_name, "must be a positive number of seconds (at most 10 years)")
     return float(value)

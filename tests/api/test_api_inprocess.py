@@ -3,6 +3,7 @@ the catch-all for bugs, and the shape of the OpenAPI document."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -93,6 +94,34 @@ async def test_a_bug_is_a_logged_problem_500(
         body = problem(await c.get("/api/v1/jobs"), 500)
     assert "a bug" not in body["detail"]  # internals are logged, not sent
     assert "a bug" in caplog.text
+
+
+async def test_a_failing_sqlite_statement_is_a_500_not_an_outage(
+    app: AsyncApp, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a database that is busy, locked or failing its I/O is an outage (503, retry): a
+    statement that cannot work (here: a column gone) is a bug, a 500 with its traceback."""
+    with sqlite3.connect(tmp_path / "api.db") as other:
+        other.execute("ALTER TABLE jobs RENAME COLUMN name TO gone")
+    async with client(create_api(app, auth_required=False)) as c:
+        problem(await c.get("/api/v1/jobs"), 500)
+    assert "no such column" in caplog.text
+    assert "cannot be reached" not in caplog.text
+
+
+async def test_a_locked_sqlite_database_is_an_outage(app: AsyncApp, tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "api.db", timeout=0) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        other = sqlite3.connect(tmp_path / "api.db", timeout=0)
+        with pytest.raises(sqlite3.OperationalError) as locked:
+            other.execute("BEGIN IMMEDIATE")
+        other.close()
+        holder.rollback()
+    with pytest.raises(sqlite3.OperationalError) as broken:
+        holder.execute("SELECT gone FROM jobs")
+    assert app.unreachable(locked.value)
+    assert app.unreachable(sqlite3.OperationalError("database stayed locked; gave up"))
+    assert not app.unreachable(broken.value)
 
 
 async def test_openapi_documents_problems_and_the_worker_protocol(app: AsyncApp) -> None:

@@ -88,6 +88,18 @@ def test_burndown_sqlite() -> None:
     assert "runs/s" in out
 
 
+def test_worker_cost_drains_in_process_sqlite() -> None:
+    out = bench("worker_cost", "--store", "sqlite", "--once", "100")
+    assert "sqlite: 100 runs" in out
+    assert "µs/run" in out
+
+
+@pytest.mark.postgres
+def test_worker_cost_drains_in_process_postgres(pg_database: str) -> None:
+    out = bench("worker_cost", "--once", "100", pg=True)
+    assert "postgres: 100 runs" in out
+
+
 def test_sqlite_firing_times_each_step() -> None:
     out = bench("sqlite_firing", "--jobs", "60", "--repeat", "1")
     assert "sqlite firing N=60:" in out

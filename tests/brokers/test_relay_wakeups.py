@@ -2,7 +2,7 @@
 news its relay waits on (PostgreSQL NOTIFY ``duetime_outbox``: ``store.wait_for_outbox``),
 and a batch's verdicts are written while the next batch is claimed and published, every one
 of them written before the relay stops (the idle poll made an hour long: only the overlap
-can publish the second batch)."""
+can publish the second batch), and a batch's failed marks do not drop the next batch's."""
 
 from __future__ import annotations
 
@@ -112,4 +112,48 @@ async def test_the_next_batch_is_published_while_the_last_one_s_marks_are_writte
         # every verdict written before the relay stopped: nothing pending, nothing twice
         assert (await app.outbox.depth()).pending == 0
         assert len(await broker.read()) == 2
+        await broker.close()
+
+
+class FirstMarksFail(HeldMarks):
+    """A relay whose first batch's verdicts fail to be written (the database unreachable for
+    that statement), once :attr:`release` is set; the later batches' are written."""
+
+    def __init__(self, store: Store, connections: Mapping[str, BrokerConnection]) -> None:
+        super().__init__(store, connections)
+        self.marks = 0
+
+    async def _mark(self, done: _Published) -> RelayPass:
+        self.marks += 1
+        if self.marks == 1:
+            await self.release.wait()
+            raise self.store.transient_errors[0]("the database went away")
+        return await super()._mark(done)
+
+
+@pytest.mark.usefixtures("no_idle_poll")
+async def test_a_batch_published_while_the_last_one_s_marks_failed_is_still_marked(
+    store_url: str, clock: FrozenClock
+) -> None:
+    need("redis")
+    broker = RedisConsumer()
+    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
+    async with FrozenApp(store_url, clock=clock, settings=down) as app:
+        await run_feed(app, broker.target, 2)  # held in the outbox: the drain's relay failed
+        clock.advance(seconds=BACKOFF_CAP + 1)
+        failing = FirstMarksFail(
+            app.store, relay_for(app.store, brokers_setting("redis")).connections
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(failing.run(stop))
+        try:
+            # the first batch's marks fail once the second batch is published
+            assert await arrived(broker.stream, 2) == 2
+        finally:
+            failing.release.set()
+            stop.set()
+            await task
+        # the first batch's mark failed: it stays leased, to be published again; the second
+        # batch's sent mark was written all the same (not published a second time for nothing)
+        assert (await app.outbox.depth()).pending == 1
         await broker.close()

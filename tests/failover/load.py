@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import psycopg
-from chaos.checks import INFO, INVARIANT, Verdict
+from chaos.checks import INFO, Verdict
+from chaos.procs import spawn_logged, terminate
 
 from duetime import AsyncApp
 from duetime._config import Settings
@@ -180,10 +181,7 @@ class TriggerLoad:
             "--log",
             str(self.log_path),
         ]
-        with open(self.out_path, "wb") as out:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        self.process = spawn_logged(command, self.out_path, cwd=ROOT)
         self.started_at = time.time()
 
     def stop(self) -> None:
@@ -191,14 +189,7 @@ class TriggerLoad:
         if process is None:
             return
         self.stopped_at = time.time()
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            process.wait(timeout=10)
+        terminate(process, timeout=30)
 
     def check(self, conn: psycopg.Connection[Any], verdict: Verdict) -> None:
         acks = read_acks(self.log_path)
@@ -219,27 +210,9 @@ class TriggerLoad:
             f"{len(acks)} / {unacked}",
             kind=INFO,
         )
-        verdict.add(
-            "acknowledged triggers without their run (lost)",
-            len(lost),
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=not lost,
-        )
-        verdict.add(
-            "backlog runs missing",
-            len(backlog_missing),
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=not backlog_missing,
-        )
-        verdict.add(
-            "trigger and backlog runs unfinished after the drain",
-            len(unfinished),
-            limit="must be 0",
-            kind=INVARIANT,
-            ok=not unfinished,
-        )
+        verdict.must_be_zero("acknowledged triggers without their run (lost)", len(lost))
+        verdict.must_be_zero("backlog runs missing", len(backlog_missing))
+        verdict.must_be_zero("trigger and backlog runs unfinished after the drain", len(unfinished))
         for index in lost[:10]:
             verdict.details.append(f"lost trigger: key {LOAD_KEY}{index} acknowledged, no run")
         for key in unfinished[:10]:

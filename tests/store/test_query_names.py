@@ -30,6 +30,9 @@ ONLY_POSTGRES = {
     "(docs/decisions/0024); SQLite's store refuses it",
     "enlist_enter": "as enlist_home: duetime's schema set in the caller's transaction",
     "enlist_leave": "as enlist_home: the caller's search path put back",
+    "runs_complete_outbox": "the completion with its broker runs' messages in one statement "
+    "(a data-modifying CTE: one round trip, docs/decisions/0040); SQLite inserts outbox_insert "
+    "in the same BEGIN IMMEDIATE",
     "workflow_items_insert": "a mapped step's expansion from the source's list in one "
     "statement (docs/decisions/0034); SQLite inserts the items' runs and rows it built "
     "(runs_insert, workflow_steps_insert)",
@@ -42,6 +45,8 @@ ONLY_SQLITE = {
     "attempt_record": "one attempt row (see attempts_insert)",
     "attempts_record": "a completion batch's attempts: PostgreSQL's runs_complete writes them "
     "in the same one statement (docs/decisions/0003)",
+    "outbox_insert": "a completion's messages after runs_complete, in its BEGIN IMMEDIATE: "
+    "PostgreSQL's runs_complete_outbox inserts them in the completion statement",
     "runs_insert_values": "the materializer's runs with their values bound as parameters: "
     "SQLite's json_extract per field cost 3.5 times as much (PostgreSQL's jsonb_to_recordset "
     "reads the JSON once)",

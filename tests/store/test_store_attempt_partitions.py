@@ -5,6 +5,7 @@ whole while the attempts of live runs, dead letters and attempts that ended afte
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 import pytest
@@ -151,3 +152,99 @@ async def test_only_the_leader_changes_partitions(
 
     assert await store.attempts_partitions(params) == AttemptPartitionsChange()
     assert await _partitions(store, store_url) == ["attempts_default"]
+
+
+WAITING_DETACH = (
+    "SELECT count(*) FROM pg_locks WHERE relation = 'attempts'::regclass "
+    "AND mode = 'AccessExclusiveLock' AND NOT granted"
+)
+
+
+@POSTGRES_ONLY
+async def test_a_week_drop_waiting_for_its_lock_gives_way_to_completions_and_retries(
+    store: Store, store_url: str, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A week's DETACH waits for every transaction using attempts, and every completion that
+    arrives meanwhile queues behind it: it must give up soon (not block a completion until the
+    other transaction ends) and try again in the same pass, not a whole pass later."""
+    import psycopg
+
+    from duetime.store.postgres import partitions
+
+    # tries enough that a slow poll of pg_locks on a loaded machine sees one waiting
+    monkeypatch.setattr(partitions, "RETRY_PAUSES", (0.05,) * 100, raising=False)
+    old = t0 - 100 * DAY
+    fence = await lead(store, t0)
+    setup = AttemptPartitionsParams(before=old - RETENTION, now=old, ahead=0, leader=fence)
+    await store.attempts_partitions(setup)
+    await succeeded_run(store, old, "gone")
+    current = AttemptPartitionsParams(before=old - RETENTION, now=t0, ahead=0, leader=fence)
+    await store.attempts_partitions(current)
+    claimed = await running_run(store, t0, "hot")
+    week = _weeks(old, 1)[0]
+
+    async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as watch:
+
+        async def detach_waiting() -> bool:
+            cursor = await watch.execute(WAITING_DETACH)
+            return (await cursor.fetchone()) != (0,)
+
+        async with await psycopg.AsyncConnection.connect(store_url) as reader:
+            await reader.execute("SELECT count(*) FROM attempts")  # holds it until rollback
+            retiring = asyncio.create_task(
+                store.attempts_partitions(
+                    AttemptPartitionsParams(before=t0 - RETENTION, now=t0, ahead=0, leader=fence)
+                )
+            )
+            while not await detach_waiting():
+                assert not retiring.done(), "the drop ended without waiting for its lock"
+                await asyncio.sleep(0.005)
+            # queued behind the waiting DETACH; done while the reader still holds attempts
+            assert await complete(store, t0 + s(1), completion(claimed)) == [True]
+            while not await detach_waiting():  # the same pass tries the week again
+                assert not retiring.done(), "the drop gave up without trying again"
+                await asyncio.sleep(0.005)
+            await reader.rollback()
+        change = await retiring
+
+    assert change.dropped == (week,)
+    assert week not in await _partitions(store, store_url)
+    assert (await get_run(store, claimed.run.id)).state is RunState.SUCCEEDED
+
+
+@POSTGRES_ONLY
+async def test_a_pass_that_cannot_get_the_lock_leaves_the_later_weeks_to_the_next(
+    store: Store,
+    store_url: str,
+    t0: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once a week's every try gave up, the pass stops dropping (the table stays busy): a pass
+    that went on would spend the tries of every week past retention, holding the leader's
+    other duties back."""
+    import psycopg
+
+    from duetime.store.postgres import partitions
+
+    monkeypatch.setattr(partitions, "RETRY_PAUSES", (0.01, 0.01), raising=False)
+    old = t0 - 110 * DAY  # its week and the next both ended before the cut
+    fence = await lead(store, t0)
+    setup = AttemptPartitionsParams(before=old - RETENTION, now=old, ahead=1, leader=fence)
+    await store.attempts_partitions(setup)
+    current = AttemptPartitionsParams(before=old - RETENTION, now=t0, ahead=0, leader=fence)
+    await store.attempts_partitions(current)
+    weeks = _weeks(old, 2)
+    assert set(weeks) <= set(await _partitions(store, store_url))
+
+    async with await psycopg.AsyncConnection.connect(store_url) as reader:
+        await reader.execute("SELECT count(*) FROM attempts")  # holds it until rollback
+        change = await store.attempts_partitions(
+            AttemptPartitionsParams(before=t0 - RETENTION, now=t0, ahead=0, leader=fence)
+        )
+        await reader.rollback()
+
+    assert change == AttemptPartitionsChange()
+    assert set(weeks) <= set(await _partitions(store, store_url))
+    gave_up = [r for r in caplog.records if "not granted" in r.getMessage()]
+    assert len(gave_up) == 1  # the first week's tries; the second was not tried

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
+from tests.store.clonekit import clone_rows
 from tests.store.test_store_claim_horizon import _template
 from tests.store.test_store_plans import _nodes
 
@@ -28,14 +29,6 @@ LIVE_INDEXES = {"runs_fair", "runs_running_tenant", "runs_dead"}
 
 def _clone(conn: psycopg.Connection[Any], template: str, state: str, count: int) -> None:
     """``count`` copies of the template run in ``state``, each with an attempt."""
-    columns = [
-        r["column_name"]
-        for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = 'runs' "
-            "ORDER BY ordinal_position"
-        )
-    ]
     fresh = {
         "id": "gen_random_uuid()",
         "idempotency_key": "gen_random_uuid()::text",
@@ -44,18 +37,14 @@ def _clone(conn: psycopg.Connection[Any], template: str, state: str, count: int)
         "finished_at": "CASE WHEN %(state)s IN ('scheduled', 'running') THEN NULL "
         "ELSE now() - g * interval '1 second' END",
     }
-    select = ", ".join(fresh.get(c, f"runs.{c}") for c in columns)
-    conn.execute(
-        f"INSERT INTO runs ({', '.join(columns)}) SELECT {select} FROM runs "
-        "CROSS JOIN generate_series(1, %(count)s) g WHERE runs.id = %(template)s",
-        {"state": state, "count": count, "template": template},
-    )
+    values = {"state": state, "template": template}
+    clone_rows(conn, "runs", fresh, count, where="WHERE runs.id = %(template)s", values=values)
     conn.execute(
         "INSERT INTO attempts (run_id, token, job_id, tenant, number, worker_id, claimed_at, "
         "started_at, finished_at, outcome) SELECT id, 1, job_id, tenant, 1, 'w', "
         "coalesce(claimed_at, now()), claimed_at, coalesce(finished_at, now()), 'succeeded' "
         "FROM runs WHERE state = %(state)s AND id <> %(template)s",
-        {"state": state, "template": template},
+        values,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from tests.store.clonekit import clone_rows
 from tests.store.test_store_plans import _claim_params, _generic_plan, _nodes
 
 from duetime import AsyncApp
@@ -63,14 +64,6 @@ def _template(pg_url: str) -> str:
 def _spread(conn: psycopg.Connection[Any], template: str, state: str) -> None:
     """RUNS clones of the template in ``state``, spread over TENANTS × QUEUES × PRIORITIES
     groups with distinct instants."""
-    columns = [
-        r["column_name"]
-        for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = 'runs' "
-            "ORDER BY ordinal_position"
-        )
-    ]
     fresh = {
         "id": "gen_random_uuid()",
         "idempotency_key": "gen_random_uuid()::text",
@@ -78,13 +71,15 @@ def _spread(conn: psycopg.Connection[Any], template: str, state: str) -> None:
         "queue": f"'q' || (g / {TENANTS} %% {QUEUES})",
         "priority": f"g / {TENANTS * QUEUES} %% {PRIORITIES}",
         "available_at": "now() - g * interval '1 ms'",
-        "state": "%s",
+        "state": "%(state)s",
     }
-    select = ", ".join(fresh.get(c, f"runs.{c}") for c in columns)
-    conn.execute(
-        f"INSERT INTO runs ({', '.join(columns)}) SELECT {select} FROM runs "  # type: ignore[arg-type]
-        "CROSS JOIN generate_series(1, %s) g WHERE runs.id = %s",
-        (state, RUNS, template),
+    clone_rows(
+        conn,
+        "runs",
+        fresh,
+        RUNS,
+        where="WHERE runs.id = %(template)s",
+        values={"state": state, "template": template},
     )
 
 

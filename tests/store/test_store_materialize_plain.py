@@ -79,6 +79,26 @@ async def test_a_plain_one_shot_gets_the_run_the_planner_would_make(
         assert (await get_job(store, planned.id)).next_fire_at is None
 
 
+async def test_a_fractional_grace_gives_the_planners_misfire_deadline(
+    store: Store, store_url: str, t0: datetime
+) -> None:
+    """1.005 s is 1,004,999.99… µs as a double: the deadline is rounded to the microsecond as
+    Python's timedelta (and PostgreSQL's make_interval) round it, never truncated."""
+    options = {
+        "schedule": at(t0),
+        "next_fire_at": t0,
+        "payload": {},
+        "misfire_policy": MisfirePolicy.SKIP,
+        "misfire_grace": 1.005,
+    }
+    await make_job(store, "planned", **options)
+    assert (await materialize(store, t0, planner=plan_job)).runs_created == 1
+    await make_job(store, "plain", **options)
+    assert (await materialize_plain(store, horizon=0.0, now=t0)).runs == 1
+    rows = raw_runs(store_url)
+    assert rows["plain"]["misfire_at"] == rows["planned"]["misfire_at"]
+
+
 async def test_only_plain_one_shots_due_within_the_horizon_take_the_set_path(
     store: Store, t0: datetime
 ) -> None:

@@ -19,10 +19,13 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
+from tests.store.clonekit import clone_rows
 
-from duetime import AsyncApp
+from duetime import AsyncApp, _json
 from duetime._config import Settings
+from duetime._outbox import OutboxMessage
 from duetime._types import AttemptOutcome, RunState
+from duetime.store._sql_outbox import outbox_records
 from duetime.store.base import RunCompletion
 from duetime.store.postgres.longruns import completion_columns
 from duetime.store.sqlfile import load_queries
@@ -124,27 +127,6 @@ def _reads_runs_by_primary_key(nodes: list[dict[str, Any]]) -> bool:
     return True
 
 
-def _clone(
-    conn: psycopg.Connection[Any], table: str, fresh: dict[str, str], count: int, where: str
-) -> None:
-    """``count`` copies of the rows of ``table`` matching ``where``, with ``fresh`` column
-    expressions (``g`` numbers the copies)."""
-    columns = [
-        r["column_name"]
-        for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
-            (table,),
-        )
-    ]
-    select = ", ".join(fresh.get(c, f"{table}.{c}") for c in columns)
-    conn.execute(
-        f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {table} "  # type: ignore[arg-type]
-        f"CROSS JOIN generate_series(1, %s) g {where}",
-        (count,),
-    )
-
-
 @pytest.fixture(params=[1, 4], ids=["one-table", "hash-partitioned"])
 def seeded(
     pg_url: str, request: pytest.FixtureRequest
@@ -167,9 +149,10 @@ def seeded(
 
     template = asyncio.run(make())
     with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
-        _clone(conn, "runs", {"id": "gen_random_uuid()", "idempotency_key": "'plan:' || g"},
-               RUNS, f"WHERE runs.id = '{template}'")  # fmt: skip
-        _clone(conn, "jobs", {"id": "gen_random_uuid()", "name": "'plan-' || g"}, RUNS // 4, "")
+        fresh = {"id": "gen_random_uuid()", "idempotency_key": "'plan:' || g"}
+        where = "WHERE runs.id = %(template)s"
+        clone_rows(conn, "runs", fresh, RUNS, where=where, values={"template": template})
+        clone_rows(conn, "jobs", {"id": "gen_random_uuid()", "name": "'plan-' || g"}, RUNS // 4)
         # half of the due runs carry an overlap key: they are claimed by the locked step
         conn.execute(
             "UPDATE runs SET concurrency_key = 'key:plans-' || (abs(hashtext(id::text)) %% 50) "
@@ -333,6 +316,12 @@ def test_the_hot_statements_stay_on_their_indexes(
     few = {"now": None, "tenant": None, **completion_columns(completions[:30])}
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", few))
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", {**few, "tenant": "plans"}))
+    # a broker runs' batch: the same, with their messages inserted by the statement
+    messages = outbox_records(
+        [RunCompletion(**{**_fields(c), "outbox": _message(c)}) for c in completions[:30]]
+    )
+    outboxed = {**few, "messages": _json.dumps(messages)}
+    assert _reads_runs_by_primary_key(_explain(conn, "runs_complete_outbox", outboxed))
     keyed_ids = [r["id"] for r in keyed]
     conn.execute("UPDATE runs SET started_at = NULL WHERE id = ANY(%s)", (keyed_ids,))
     keyed_tokens = [
@@ -366,6 +355,11 @@ def test_the_hot_statements_stay_on_their_indexes(
     assert all(isinstance(i, uuid.UUID) for i in ids)
 
 
+def _message(c: RunCompletion) -> OutboxMessage:
+    target = {"type": "redis", "connection": "plans", "stream": "plans"}
+    return OutboxMessage("plans", c.run_id, c.attempt, "plans", target, "{}", {})
+
+
 def _fields(completion: RunCompletion) -> dict[str, Any]:
     return {name: getattr(completion, name) for name in completion.__slots__}  # type: ignore[attr-defined]
 
@@ -384,7 +378,7 @@ def test_a_page_of_jobs_seeks_to_its_cursor(pg_url: str) -> None:
 
     asyncio.run(make())
     with psycopg.connect(pg_url, row_factory=dict_row) as conn:
-        _clone(conn, "jobs", {"id": "gen_random_uuid()", "name": "'page-' || g"}, 5000, "")
+        clone_rows(conn, "jobs", {"id": "gen_random_uuid()", "name": "'page-' || g"}, 5000)
         conn.execute("ANALYZE jobs")
         params = {
             "tenant": "pages",

@@ -1,13 +1,15 @@
 """Run events written by the store (docs/brokers.md, "Run events"; decision 0031), both
-stores: each path that starts or skips a run — the claim that starts it at once, the start of
-a run claimed ahead (``runs_start``), an overlap skip at claim time, a misfire skip — writes
-the run's event in its own transaction, once; with no run events set, none writes anything."""
+stores: each path that starts, skips or ends a run — the claim that starts it at once, the
+start of a run claimed ahead (``runs_start``), an overlap skip at claim time, a misfire skip,
+cancels (of a run, of a workflow instance), replays, reaps and changes to a job — writes the
+run's event in its own transaction, once; with no run events set, none writes anything."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
 
+import pytest
 from storekit import (
     LEASE,
     TENANT,
@@ -15,6 +17,7 @@ from storekit import (
     claim_one,
     complete,
     completion,
+    dead_run,
     job_params,
     job_with_runs,
     ref,
@@ -33,14 +36,18 @@ from duetime._types import (
     RetryPolicy,
     RunState,
 )
+from duetime.errors import Conflict
 from duetime.store import Store
 from duetime.store.base import (
     JobSetStatusParams,
     LeasesReapParams,
     RunCancelParams,
+    RunReplayParams,
     RunsMisfireParams,
     RunStartParams,
 )
+from duetime.testing import FrozenApp, FrozenClock, drain
+from duetime.workflows.definition import Workflow
 
 TARGET = {"type": "nats", "connection": "events", "subject": "duetime.events"}
 
@@ -262,4 +269,68 @@ async def test_with_events_off_the_new_sources_write_nothing(store: Store, t0: d
     await store.leases_reap(LeasesReapParams(now=t0 + s(LEASE + 1)))
     job = await job_with_runs(store, t0 + s(1), "p", 1)
     await store.job_set_status(JobSetStatusParams(ref(job), JobStatus.CANCELLED, now=t0 + s(1)))
+    dead = await dead_run(store, t0 + s(2), "d")
+    assert await store.runs_replay(RunReplayParams(TENANT, now=t0 + s(3))) == [dead.run.id]
     assert await written(store, t0) == []
+
+
+async def test_a_replayed_run_reports_retrying_once_per_replay(store: Store, t0: datetime) -> None:
+    """A dead run an operator replays is scheduled again: `retrying`, in the replay's
+    transaction, under its dead attempt's token; replayed again after its next attempt died,
+    a second `retrying` under that attempt's token."""
+    events_on(store, "retrying")
+    dead = await dead_run(store, t0, "j")
+    replay = RunReplayParams(TENANT, run_ids=[dead.run.id], now=t0 + s(10))
+    assert await store.runs_replay(replay) == [dead.run.id]
+    assert await store.runs_replay(replay) == []  # scheduled now: nothing to replay
+    again = await claim_one(store, t0 + s(10))
+    failed = completion(again, outcome=AttemptOutcome.FAILED, next_state=RunState.DEAD)
+    assert await complete(store, t0 + s(11), failed) == [True]
+    assert await store.runs_replay(replace(replay, now=t0 + s(12))) == [dead.run.id]
+    rows = await written(store, t0)
+    assert sorted(r.message_id for r in rows) == sorted(
+        [f"{dead.run.id}:{dead.run.token}:retrying", f"{dead.run.id}:{again.run.token}:retrying"]
+    )
+    body = _json.loads(rows[0].body)
+    assert (body["event"], body["state"], body["job"]) == ("retrying", "scheduled", "j")
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["events-on", "events-off"])
+async def test_a_workflow_instance_cancel_reports_its_step_runs_cancelled(
+    store_url: str, clock: FrozenClock, on: bool
+) -> None:
+    """Cancelling a running instance ends its step runs — one not started, one running — and
+    each reports `cancelled` (reason `workflow cancelled`) under the token the cancel gave it,
+    in the cancel's transaction; the running one's late completion, fenced off, reports
+    nothing more. With no run events set, nothing is written."""
+    async with FrozenApp(store_url, clock=clock) as app:
+        flow = Workflow("cancel-me")
+        flow.step("a", task="t")
+        flow.step("b", task="u")
+        await app.workflows.register(flow, allow_unregistered=True)
+        await app.schedule("c", target={"type": "workflow", "name": "cancel-me"}, now=True)
+        await drain(app)  # the start run only: no worker here serves "t" or "u"
+        store = app.store
+        if on:
+            events_on(store, "cancelled", "succeeded")
+        else:
+            store.run_events = None
+        running = await claim_one(store, clock.now(), tasks=["t"])
+        [instance] = await app.workflows.instances()
+        await app.workflows.cancel(instance.id)
+        with pytest.raises(Conflict):  # ended: a second cancel writes nothing
+            await app.workflows.cancel(instance.id)
+        assert await complete(store, clock.now(), completion(running)) == [False]
+        steps = await app.workflows.steps(instance.id)
+        ended = [await store.run_get(instance.tenant, s.run_id) for s in steps if s.run_id]
+        assert {run.state for run in ended} == {RunState.CANCELLED}
+        assert len(ended) == 2
+        rows = await written(store, clock.now())
+        if not on:
+            assert rows == []
+            return
+        assert sorted(r.message_id for r in rows) == sorted(
+            f"{run.id}:{run.token}:cancelled" for run in ended
+        )
+        assert {_json.loads(r.body)["reason"] for r in rows} == {"workflow cancelled"}
+        assert running.run.id in {r.run_id for r in rows}

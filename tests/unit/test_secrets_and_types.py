@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from duetime import App, Retry, ValidationError
+from duetime._config import Settings
 from duetime._json import encode_payload
 from duetime._redact import REDACTED, keep_redacted, redact_target
 
@@ -99,6 +100,8 @@ def test_bulk_registration_refuses_the_marker(app: App) -> None:
         ({"cron": "* * * * *", "timeout": float("inf")}, "timeout"),
         ({"cron": "* * * * *", "misfire_grace": True}, "misfire_grace"),
         ({"cron": "* * * * *", "misfire_grace": float("inf")}, "misfire_grace"),
+        ({"cron": "* * * * *", "misfire_grace": 1e12}, "misfire_grace"),
+        ({"cron": "* * * * *", "timeout": 1e12}, "timeout"),
         ({"cron": "* * * * *", "priority": True}, "priority"),
         ({"cron": "* * * * *", "jitter": True}, "jitter"),
         ({"cron": "* * * * *", "sla": True}, "sla"),
@@ -166,3 +169,23 @@ def test_encode_payload_finds_nan_in_dataclasses() -> None:
         encode_payload({"p": Point(float("nan"))}, limit=1000)
     assert caught.value.field == "payload.p.x"
     assert encode_payload({"p": Point(1.0)}, limit=1000) == '{"p":{"x":1.0}}'
+
+
+@pytest.mark.parametrize("grace", ["1e12", "-1", "nan"])
+def test_a_default_misfire_grace_out_of_range_is_refused_by_name(grace: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.from_env({"DUETIME_MISFIRE_GRACE": grace})
+    assert caught.value.field == "misfire_grace"
+
+
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("DUETIME_DATABASE_CHECKOUT_WAIT", "database_checkout_wait"),
+        ("DUETIME_LEASE_TTL", "lease_ttl"),
+    ],
+)
+def test_an_infinite_wait_setting_is_refused_by_name(variable: str, field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.from_env({variable: "inf"})
+    assert caught.value.field == field

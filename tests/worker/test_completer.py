@@ -9,7 +9,12 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime
 
+from tests.store import storekit
+from tests.store.storekit import running_run
+
+from duetime._outbox import OutboxMessage
 from duetime._types import AttemptOutcome, RunState
+from duetime.store import Store
 from duetime.store.base import RunCompletion, RunsCompleteParams
 from duetime.worker.completer import Completer
 
@@ -115,3 +120,28 @@ async def test_pending_runs_count_each_outcome_until_its_batch_is_written() -> N
     assert store.calls == [[first.run_id, first.run_id], [other.run_id]]
     assert heard == [first.run_id, first.run_id, uuid.UUID(int=0), other.run_id, uuid.UUID(int=0)]
     assert (completer.pending, completer.pending_runs()) == (0, set())
+
+
+async def test_a_broker_run_s_outcome_does_not_linger(store: Store, t0: datetime) -> None:
+    """A broker run's message is published after its completion's write: that write does not
+    wait out the linger for company (decision 0040), as a workflow step's does not; a real
+    store writes it."""
+    claimed = await running_run(store, t0, "broker")
+    run = claimed.run
+    message = OutboxMessage(
+        run.tenant, run.id, run.attempt, "events", {"type": "redis", "stream": "s"}, "{}", {}
+    )
+    heard: asyncio.Queue[tuple[uuid.UUID, bool]] = asyncio.Queue()
+    completer = Completer(
+        store, batch=10, linger=LONG, listener=lambda c, ok: heard.put_nowait((c.run_id, ok))
+    )
+    stop = asyncio.Event()
+    loop = asyncio.create_task(completer.run(stop))
+    try:
+        completer.submit(storekit.completion(claimed, outbox=message))
+        # a bound on a failure, not a measurement: lingering would take an hour
+        assert await asyncio.wait_for(heard.get(), 60) == (run.id, True)
+    finally:
+        stop.set()
+        await asyncio.wait_for(loop, 60)
+    assert (await store.outbox_depth()).pending == 1

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from tests.forwarder import Forwarder
 from tests.waiting import eventually
 from workerkit import FAR, open_app, outcomes, serving, settled, wait
 
@@ -144,25 +145,11 @@ async def test_opening_waits_for_a_database_that_refuses_connections(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     parts = urlsplit(own_database)
-    target_host, target_port = parts.hostname or "127.0.0.1", parts.port or 5432
     late_url = urlunsplit(parts._replace(netloc=f"postgres@127.0.0.1:{port}"))
     app = AsyncApp(settings=Settings(database_url=late_url, startup_wait=30.0), migrate=True)
     opening = asyncio.create_task(app.open())
 
-    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(target_host, target_port)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    server: asyncio.Server | None = None
+    forwarder = Forwarder((parts.hostname or "127.0.0.1", parts.port or 5432), port)
     try:
 
         async def failed_to_connect() -> bool:
@@ -170,12 +157,11 @@ async def test_opening_waits_for_a_database_that_refuses_connections(
 
         await eventually(failed_to_connect, what="a refused connection attempt, announced")
         assert not opening.done()
-        server = await asyncio.start_server(forward, "127.0.0.1", port)
+        forwarder.open()
         await asyncio.wait_for(opening, 30)
         assert await app.store.schema_version() is not None
     finally:
         if not opening.done():
             opening.cancel()
         await app.close()
-        if server is not None:
-            server.close()
+        forwarder.cut()

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from duetime._durations import interval_words, iso_duration_seconds
+from duetime._durations import MAX_SECONDS, interval_words, iso_duration_seconds
 from duetime._redact import REDACTED, redact_target
 from duetime._types import (  # an import list like other modules': not logic
     ApiKey,
@@ -44,8 +44,6 @@ from duetime.schedules import parse_every as parse_every_text
 T = TypeVar("T")
 NO_NUL = r"^[^\x00]*$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
-MAX_SECONDS = 10 * 366 * 86400.0
-"""Longest duration accepted anywhere (ten years): longer ones overflow date arithmetic."""
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE)]
 Short = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]

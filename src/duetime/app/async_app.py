@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -49,6 +50,19 @@ def run_events_of(settings: Settings) -> RunEvents | None:
     """The run events ``settings`` ask the store to write (``DUETIME_RUN_EVENTS``; None:
     none), checked against its broker connections. Raises ValidationError naming the field."""
     return parse_run_events(settings.run_events, parse_brokers(settings.brokers))
+
+
+_SQLITE_OUTAGES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+"""SQLite's primary result codes that mean the database cannot serve now (``unreachable``)."""
 
 
 class AsyncApp(FlatOperations):
@@ -118,12 +132,18 @@ class AsyncApp(FlatOperations):
         or refused, none free in the pool within its wait, a server restarting or failing
         over (the store's transient errors): what waiting and retrying can fix. Of the
         ``OSError`` family only connection errors and timeouts count (a missing file is no
-        outage)."""
+        outage); of SQLite's errors only a database busy, locked, full or failing its I/O (a
+        statement that cannot work, "no such column", is a bug)."""
         store = self._store
         if store is None:
             return False
         if isinstance(exc, OSError):
             return isinstance(exc, ConnectionError | TimeoutError)
+        if isinstance(exc, sqlite3.Error):
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code is None:  # raised by the store itself: "database stayed locked; gave up"
+                return "locked" in str(exc)
+            return (code & 0xFF) in _SQLITE_OUTAGES  # the primary code of an extended one
         return isinstance(exc, store.transient_errors)
 
     @property

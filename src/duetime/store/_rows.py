@@ -11,7 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from duetime import _json
 from duetime._records import positional_builder
@@ -72,6 +72,11 @@ class Codec(Protocol):
     def instant(self, value: Any) -> datetime | None: ...
     def uuid(self, value: Any) -> uuid.UUID: ...
     def json(self, value: Any) -> Any: ...
+    def utc_row(self, instant: Any) -> bool:
+        """True when ``instant`` (a NOT NULL instant column of a row) says every instant of its
+        row is a UTC datetime already, to be used as it comes (:func:`run_from_tuple` then
+        converts none of them)."""
+        ...
 
 
 class SQLiteCodec:
@@ -89,23 +94,34 @@ class SQLiteCodec:
     def json(value: Any) -> Any:
         return _json.loads(value)
 
+    @staticmethod
+    def utc_row(instant: Any) -> bool:
+        return False
+
 
 class NativeCodec:
     """PostgreSQL: the driver already returns datetimes, UUIDs and decoded JSON."""
 
+    # no typing.cast here: these run ~10 times per claimed run, and ``cast(datetime | None, …)``
+    # builds the union anew at each call
     @staticmethod
     def instant(value: Any) -> datetime | None:
         if value is None or value.tzinfo is UTC:  # UTC sessions (store/postgres/store.py)
-            return cast(datetime | None, value)
-        return cast(datetime, value.astimezone(UTC))
+            return value  # type: ignore[no-any-return]
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
 
     @staticmethod
     def uuid(value: Any) -> uuid.UUID:
-        return cast(uuid.UUID, value)
+        return value  # type: ignore[no-any-return]
 
     @staticmethod
     def json(value: Any) -> Any:
         return value
+
+    @staticmethod
+    def utc_row(instant: Any) -> bool:
+        # the driver gives every instant of a result the session's zone
+        return instant.tzinfo is UTC
 
 
 def to_micros(at: datetime) -> int:
@@ -225,58 +241,106 @@ _RUN_FIELDS = (
     "reason", "last_error_class", "last_error_message", "replays", "created_at", "target",
     "progress", "progress_message", "checkpoint", "cancel_requested", "result", "origin",
 )  # fmt: skip
-"""The order :func:`run_from_row` passes :class:`Run`'s fields in (checked at import: a field
-added to ``Run`` must be added here and there)."""
+"""The order :func:`run_from_tuple` passes :class:`Run`'s fields in (checked at import: a field
+added to ``Run`` must be added here and there); each field is the ``runs`` column of its name."""
 
 _CLAIMED_FIELDS = ("run", "timeout", "retry", "delivery", "one_shot", "retry_from")
-"""Likewise for :class:`ClaimedRun` and :func:`claimed_from_row`."""
+"""Likewise for :class:`ClaimedRun` and :func:`claimed_from_tuple`."""
 
 for _cls, _order in ((Run, _RUN_FIELDS), (ClaimedRun, _CLAIMED_FIELDS)):
     if tuple(f.name for f in dataclasses.fields(_cls)) != _order:  # pragma: no cover
         raise ImportError(f"duetime.store._rows: {_cls.__name__}'s fields changed; update it here")
+
+CLAIMED_COLUMNS = (
+    *_RUN_FIELDS,
+    "timeout_s", "backoff_base", "backoff_factor", "backoff_cap", "retry_rules", "delivery",
+    "one_shot", "retry_from",
+)  # fmt: skip
+"""The ``runs`` columns a claim returns, in this order (each dialect's ``claimed_columns``
+query fragment; tests/store check the two agree): a claimed row is decoded by position
+(:func:`claimed_from_tuple`), with no dict or name lookup per row. The columns of a
+:class:`Run` first (:func:`run_from_tuple` reads those); a statement may return more after
+them (the fair claim's flags, :data:`CLAIM_FLAGS`)."""
+
+CLAIM_FLAGS = {
+    name: index for index, name in enumerate(("deferred", "capped", "wide"), len(CLAIMED_COLUMNS))
+}
+"""Where PostgreSQL's fair claim returns its flags after :data:`CLAIMED_COLUMNS`."""
+
+CLAIMED_INDEX = {name: index for index, name in enumerate(CLAIMED_COLUMNS)}
+"""A claimed row's column positions by name (for the few columns read beside the decoding)."""
+
+_RUN_WIDTH = len(_RUN_FIELDS)
+_CLAIMED_WIDTH = len(CLAIMED_COLUMNS)
+_MAX_ATTEMPTS = CLAIMED_INDEX["max_attempts"]
+_NAMED_RUN_COLUMNS = _RUN_FIELDS[:-1]
+"""Every column of a run but ``origin`` (last), which a row may lack."""
 
 _new_run = positional_builder(Run)
 _new_claimed = positional_builder(ClaimedRun)
 
 
 def run_from_row(row: Row, c: Codec) -> Run:
-    """A run from its row (every ``runs`` column; ``origin`` may be absent). Built without
-    ``Run.__init__`` (``duetime._records``): the claim decodes hundreds of rows per call."""
-    instant = c.instant
+    """A run from its row with named columns (every ``runs`` column; ``origin`` may be
+    absent)."""
+    return run_from_tuple([row[name] for name in _NAMED_RUN_COLUMNS] + [_origin(row)], c)
+
+
+def run_from_tuple(row: Sequence[Any], c: Codec) -> Run:
+    """A run from the first ``len(Run fields)`` values of ``row``, in :data:`_RUN_FIELDS`
+    order (the columns of the same names). Built without ``Run.__init__``
+    (``duetime._records``): the claim decodes hundreds of rows per call."""
+    (
+        id_, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
+        priority, attempt, max_attempts, token, lease_owner, lease_expires_at, claimed_at,
+        started_at, finished_at, trigger, idempotency_key, reason, last_error_class,
+        last_error_message, replays, created_at, target, progress, progress_message, checkpoint,
+        cancel_requested, result, origin,
+    ) = row[:_RUN_WIDTH]  # fmt: skip
+    json = c.json
+    if not c.utc_row(scheduled_for):  # else every instant is used as it comes (no call each)
+        instant = c.instant
+        scheduled_for = instant(scheduled_for)  # NOT NULL: never None
+        available_at = instant(available_at)  # NOT NULL
+        lease_expires_at = instant(lease_expires_at)
+        claimed_at = instant(claimed_at)
+        started_at = instant(started_at)
+        finished_at = instant(finished_at)
+        created_at = instant(created_at)  # NOT NULL
     return _new_run(
-        c.uuid(row["id"]),
-        c.uuid(row["job_id"]),
-        row["tenant"],
-        row["job_name"],
-        row["task"],
-        row["queue"],
-        c.json(row["payload"]),
-        _required(c, row["scheduled_for"]),
-        _required(c, row["available_at"]),
-        _RUN_STATES[row["state"]],
-        row["priority"],
-        row["attempt"],
-        row["max_attempts"],
-        row["token"],
-        row["lease_owner"],
-        instant(row["lease_expires_at"]),
-        instant(row["claimed_at"]),
-        instant(row["started_at"]),
-        instant(row["finished_at"]),
-        _TRIGGERS[row["trigger"]],
-        row["idempotency_key"],
-        row["reason"],
-        row["last_error_class"],
-        row["last_error_message"],
-        row["replays"],
-        _required(c, row["created_at"]),
-        _target(row, c),
-        row["progress"],
-        row["progress_message"],
-        optional_json(c, row["checkpoint"]),
-        bool(row["cancel_requested"]),
-        optional_json(c, row["result"]),
-        _origin(row),
+        c.uuid(id_),
+        c.uuid(job_id),
+        tenant,
+        job_name,
+        task,
+        queue,
+        json(payload),
+        scheduled_for,
+        available_at,
+        _RUN_STATES[state],
+        priority,
+        attempt,
+        max_attempts,
+        token,
+        lease_owner,
+        lease_expires_at,
+        claimed_at,
+        started_at,
+        finished_at,
+        _TRIGGERS[trigger],
+        idempotency_key,
+        reason,
+        last_error_class,
+        last_error_message,
+        replays,
+        created_at,
+        None if target is None else json(target),
+        progress,
+        progress_message,
+        None if checkpoint is None else json(checkpoint),
+        bool(cancel_requested),
+        None if result is None else json(result),
+        origin,
     )
 
 
@@ -287,18 +351,29 @@ def _origin(row: Row) -> str | None:
 
 
 def claimed_from_row(row: Row, c: Codec) -> ClaimedRun:
+    """:func:`claimed_from_tuple` of a row with named columns (every ``runs`` column;
+    ``origin`` may be absent)."""
+    values = [_origin(row) if name == "origin" else row[name] for name in CLAIMED_COLUMNS]
+    return claimed_from_tuple(values, c)
+
+
+def claimed_from_tuple(row: Sequence[Any], c: Codec) -> ClaimedRun:
+    """A claimed run from a row of :data:`CLAIMED_COLUMNS` (by position; values after them
+    are not read)."""
+    (
+        timeout_s, backoff_base, backoff_factor, backoff_cap, retry_rules, delivery, one_shot,
+        retry_from,
+    ) = row[_RUN_WIDTH:_CLAIMED_WIDTH]  # fmt: skip
     return _new_claimed(  # in _CLAIMED_FIELDS order
-        run_from_row(row, c),
-        row["timeout_s"],
+        run_from_tuple(row, c),
+        timeout_s,
         with_rules(
-            _retry_policy(
-                row["max_attempts"], row["backoff_base"], row["backoff_factor"], row["backoff_cap"]
-            ),
-            _rules(row, c),
+            _retry_policy(row[_MAX_ATTEMPTS], backoff_base, backoff_factor, backoff_cap),
+            None if retry_rules is None else c.json(retry_rules),
         ),
-        _DELIVERIES[row["delivery"]],
-        bool(row["one_shot"]),
-        c.instant(row["retry_from"]),
+        _DELIVERIES[delivery],
+        bool(one_shot),
+        c.instant(retry_from),
     )
 
 

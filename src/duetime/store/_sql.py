@@ -45,6 +45,7 @@ from duetime._outbox import (
     CANCEL_EVENTS,
     END_EVENTS,
     REAP_EVENTS,
+    REPLAY_EVENTS,
     SKIP_EVENTS,
     STARTED_EVENTS,
 )
@@ -503,14 +504,17 @@ class SQLStore(
                         if self.run_events is not None:
                             await self._claim_events(conn, more, params.now)
                         rows += more
-        claimed = [_rows.claimed_from_row(r, self.codec) for r in rows]
+        decode, codec = _rows.claimed_from_tuple, self.codec
+        claimed = [decode(r, codec) for r in rows]
         claimed.sort(key=lambda c: (c.run.available_at, -c.run.priority))
         return claimed
 
-    async def _claim_events(self, conn: Any, rows: list[Any], now: datetime | None) -> None:
+    async def _claim_events(
+        self, conn: Any, rows: list[Sequence[Any]], now: datetime | None
+    ) -> None:
         """In a claim step's transaction: the ``started`` events of the runs it started at
         once (those claimed ahead report theirs when ``runs_start`` starts them)."""
-        started = [self.codec.uuid(r["id"]) for r in rows if r["started_at"] is not None]
+        started = [self.codec.uuid(r[_ID]) for r in rows if r[_STARTED_AT] is not None]
         await self._run_events(conn, started, STARTED_EVENTS, self._fixed_now(now))
 
     async def _claim_fair(
@@ -522,16 +526,17 @@ class SQLStore(
         *,
         only_fast: bool,
         share: bool = False,
-    ) -> list[Any]:
-        """The one-statement claim. With ``share``, each (tenant, queue, priority) group is
-        read only up to its tenant's weighted share of ``limit`` among the tenants with runs
-        due (not up to ``limit`` each: with many groups that read many times the batch); the
-        rows then say how many groups were ``capped`` at their share.
+    ) -> list[Sequence[Any]]:
+        """The one-statement claim: rows of ``_rows.CLAIMED_COLUMNS`` (then PostgreSQL's
+        flags). With ``share``, each (tenant, queue, priority) group is read only up to its
+        tenant's weighted share of ``limit`` among the tenants with runs due (not up to
+        ``limit`` each: with many groups that read many times the batch); the rows then say
+        how many groups were ``capped`` at their share.
 
         The statement locks what it reads, so that concurrent claims take different runs;
         while the last claim said its groups were ``wide`` (PostgreSQL: their bounds add up to
         many times the batch), the form that locks only the picked runs is used instead."""
-        rows: list[Any] = await self._all(
+        rows = await self._tuples(
             conn,
             "runs_claim_fair_wide" if self._claims_wide else "runs_claim_fair",
             worker_id=params.worker_id,
@@ -553,7 +558,7 @@ class SQLStore(
 
     async def _claim_locked(
         self, conn: Any, params: RunsClaimParams, aging: Aging, capacity: int
-    ) -> tuple[list[Any], bool]:
+    ) -> tuple[list[Sequence[Any]], bool]:
         """Claim runs a quota or an overlap key limits, in the caller's transaction: find the
         candidates (locked on PostgreSQL, SKIP LOCKED), serialize on each limited tenant and
         key, count in a fresh statement, decide (``duetime.policies.fairness``), record the
@@ -609,9 +614,9 @@ class SQLStore(
                 tokens=[b[1] for b in buckets],
                 now=now,
             )
-        claimed = []
+        claimed: list[Sequence[Any]] = []
         if decision.claim:
-            claimed = await self._all(
+            claimed = await self._tuples(
                 conn,
                 "runs_claim_ids",
                 ids=decision.claim,
@@ -908,12 +913,16 @@ class SQLStore(
             )
             if params.run_ids is not None and len(rows) < len(params.run_ids):
                 await self._refuse_step_replays(conn, params.run_ids, rows)
+            replayed = [self.codec.uuid(r["id"]) for r in rows]
             if rows:
                 await self._notify(conn)
-                ids = [str(self.codec.uuid(r["id"])) for r in rows[: _audit.MAX_IDS]]
+                ids = [str(run_id) for run_id in replayed[: _audit.MAX_IDS]]
                 _audit.note(change={"count": len(rows), "runs": ids})
                 await self._audit(conn)
-        return [self.codec.uuid(r["id"]) for r in rows]
+                # scheduled again: `retrying` (the run's token is the dead attempt's, whose
+                # events were `started` and `dead`: the id stays one per event)
+                await self._run_events(conn, replayed, REPLAY_EVENTS, now)
+        return replayed
 
     async def _refuse_step_replays(
         self, conn: Any, asked: Sequence[uuid.UUID], replayed: Sequence[Any]
@@ -1238,13 +1247,18 @@ def _refuse_newer(version: int) -> None:
         )
 
 
-def _claim_flag(row: Any, name: str, *, absent: bool) -> bool:
+def _claim_flag(row: Sequence[Any], name: str, *, absent: bool) -> bool:
     """A fair claim row's flag column: PostgreSQL's claim returns ``deferred`` (runs left to
     the locked step), ``capped`` (a group yielded its whole share) and ``wide`` (the groups
-    read many times the batch); SQLite's returns none of them, and ``absent`` stands in
-    (its locked step is always tried; it reads every group whole; it has one claim form)."""
-    # sqlite3.Row: `in` looks at the values, keys() at the names
-    return bool(row[name]) if name in row.keys() else absent  # noqa: SIM118
+    read many times the batch) after the claimed columns (``_rows.CLAIM_FLAGS``); SQLite's
+    returns none of them, and ``absent`` stands in (its locked step is always tried; it reads
+    every group whole; it has one claim form)."""
+    index = _rows.CLAIM_FLAGS[name]
+    return bool(row[index]) if len(row) > index else absent
+
+
+_ID = _rows.CLAIMED_INDEX["id"]
+_STARTED_AT = _rows.CLAIMED_INDEX["started_at"]
 
 
 ConnectionScope = Callable[[], contextlib.AbstractAsyncContextManager[Any]]

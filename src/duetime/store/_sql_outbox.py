@@ -1,10 +1,11 @@
 """The transactional outbox, once for both dialects (:class:`duetime._outbox.OutboxStore`;
 SQL in each dialect's ``queries/outbox.sql``; docs/brokers.md, decision 0026).
 
+A broker run's message exists exactly when its success does: on PostgreSQL the completion
+statement inserts it (``runs_complete_outbox``: one round trip, docs/decisions/0040); on SQLite
 :meth:`SQLOutbox._outbox_insert` runs inside the transaction of ``runs_complete`` that applied
-the completions: a broker run's message exists exactly when its success does. The relay's
-methods are one statement each (a claim locks with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
-SQLite has one writer).
+the completions. The relay's methods are one statement each (a claim locks with ``FOR UPDATE
+SKIP LOCKED`` on PostgreSQL; SQLite has one writer).
 
 Run events (:class:`duetime._outbox.RunEvents`, set on the store by the process as
 ``run_events``) are outbox rows too, written by :meth:`SQLOutbox._run_events` (also after
@@ -32,6 +33,27 @@ from duetime.store._sql_surface import SQLSurface
 from duetime.store.base import PlannedSkip, RunCompletion
 
 
+def outbox_records(completions: Sequence[RunCompletion]) -> list[dict[str, Any]]:
+    """The outbox rows of the completions that carry a message (succeeded broker runs), each
+    with its attempt's fencing ``token`` (PostgreSQL's completion statement joins a message to
+    its applied (run, token) pair; the insert reads the other fields)."""
+    return [
+        {
+            "message_id": m.message_id,
+            "tenant": m.tenant,
+            "run_id": m.run_id,
+            "token": c.token,
+            "attempt": m.attempt,
+            "connection": m.connection,
+            "target": dict(m.target),
+            "body": m.body,
+            "headers": dict(m.headers),
+        }
+        for c in completions
+        if (m := c.outbox) is not None
+    ]
+
+
 class SQLOutbox(SQLSurface):
     run_events: RunEvents | None = None
     """The operator's run events (``DUETIME_RUN_EVENTS``), or None: no event is written."""
@@ -49,21 +71,9 @@ class SQLOutbox(SQLSurface):
         self, conn: Any, completions: Sequence[RunCompletion], now: datetime
     ) -> None:
         """Inside the transaction that applied ``completions``: insert the message of each
-        one that carries one (only succeeded broker runs do)."""
-        rows = [
-            {
-                "message_id": m.message_id,
-                "tenant": m.tenant,
-                "run_id": m.run_id,
-                "attempt": m.attempt,
-                "connection": m.connection,
-                "target": dict(m.target),
-                "body": m.body,
-                "headers": dict(m.headers),
-            }
-            for c in completions
-            if (m := c.outbox) is not None
-        ]
+        one that carries one (only succeeded broker runs do). PostgreSQL's completion inserts
+        them itself (``runs_complete_outbox``); SQLite calls this."""
+        rows = outbox_records(completions)
         if rows:
             await self._exec(conn, "outbox_insert", batch=self._records(rows), now=now)
 

@@ -11,7 +11,7 @@ caller's, and the query name stays at the call site.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -40,6 +40,12 @@ class SQLSurface:
 
     async def _all(self, conn: Any, name: str, /, **values: Any) -> list[Any]:
         raise NotImplementedError
+
+    async def _tuples(self, conn: Any, name: str, /, **values: Any) -> list[Sequence[Any]]:
+        """:meth:`_all`'s rows as values by position, for statements whose rows are decoded by
+        position (the claim's): no mapping made per row. SQLite's rows are indexable as they
+        come; PostgreSQL's are plain tuples instead of dicts."""
+        return await self._all(conn, name, **values)
 
     async def _exec(self, conn: Any, name: str, /, **values: Any) -> int:
         raise NotImplementedError

@@ -18,10 +18,11 @@ import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from duetime import _json
 from duetime._audit import note
+from duetime._outbox import CANCEL_EVENTS
 from duetime._types import HTTP_TASK, JSON, Job, JobStatus, Run, RunState
 from duetime.errors import Conflict, NotFound
 from duetime.store import _rows
@@ -130,6 +131,12 @@ class SQLWorkflows(SQLSurface):
 
     async def _audit(self, conn: Any, now: datetime | None = None) -> None:
         raise NotImplementedError
+
+    if TYPE_CHECKING:  # SQLOutbox's, after this mixin in SQLStore (a stub here would hide it)
+
+        async def _run_events(
+            self, conn: Any, ids: Sequence[uuid.UUID], kinds: frozenset[str], now: datetime | None
+        ) -> None: ...
 
     # --- versions -----------------------------------------------------------------------
 
@@ -461,6 +468,8 @@ class SQLWorkflows(SQLSurface):
             asked = [self.codec.uuid(r["id"]) for r in stopped if r["cancel_requested"]]
             if asked:
                 await self._announce_cancels(conn, asked)
+            ended = [self.codec.uuid(r["id"]) for r in stopped]  # each one's token bumped
+            await self._run_events(conn, ended, CANCEL_EVENTS, now)
         if changes:
             await self._exec(
                 conn, "workflow_steps_set", id=instance_id, batch=self._records(changes), now=now

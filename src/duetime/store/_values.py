@@ -169,7 +169,9 @@ def trigger_run_values(job: Job, params: RunTriggerParams, now: datetime) -> dic
     return values
 
 
-CompletionKey = tuple[uuid.UUID, int]
+CompletionKey = tuple[int, int]
+"""A completion's (run id's integer, token): ``UUID.int`` because a UUID hashes in Python code,
+and each completion is looked up several times per batch."""
 
 
 def unique_completions(
@@ -181,7 +183,7 @@ def unique_completions(
     first, for :func:`completion_answers`."""
     first: dict[CompletionKey, int] = {}
     for index, c in enumerate(completions):
-        first.setdefault((c.run_id, c.token), index)
+        first.setdefault((c.run_id.int, c.token), index)
     # by the id's integer: the same order as the UUIDs', without a Python-level comparison
     unique = sorted((completions[i] for i in first.values()), key=lambda c: c.run_id.int)
     return unique, first
@@ -193,8 +195,10 @@ def completion_answers(
     applied: Collection[CompletionKey],
 ) -> list[bool]:
     """``runs_complete``'s answer, one flag per completion in order: True only for the first
-    of a (run, token) whose outcome was applied."""
-    return [
-        index == first[(c.run_id, c.token)] and (c.run_id, c.token) in applied
-        for index, c in enumerate(completions)
-    ]
+    of a (run, token) whose outcome was applied (``applied`` holds :data:`CompletionKey`
+    pairs)."""
+    answers = []
+    for index, c in enumerate(completions):
+        key = (c.run_id.int, c.token)
+        answers.append(index == first[key] and key in applied)
+    return answers

@@ -4,8 +4,10 @@ Completions queue up while a batch is being written; each write takes everything
 to ``batch``). When fewer than ``batch`` are queued, the write first lingers ``linger`` seconds
 for more: at a steady trickle of runs this turns a commit per run or two into one per linger
 (the write-ahead log's flush and the round trip are per commit), at the price of outcomes
-becoming visible up to ``linger`` later; on stop nothing lingers. A failed write (database
-down) is retried with backoff, keeping its batch.
+becoming visible up to ``linger`` later; on stop nothing lingers, nor does a batch holding a
+workflow run's or a broker run's outcome (what follows it waits for the write: the next steps,
+the message's publish). A failed write (database down) is retried with backoff, keeping its
+batch.
 """
 
 from __future__ import annotations
@@ -53,25 +55,27 @@ class Completer:
         """Set when a completion is queued (cleared by :meth:`run` before it waits)."""
         self._urgent = asyncio.Event()
         self._pending = 0
-        self._pending_runs: dict[uuid.UUID, int] = {}
+        self._pending_runs: dict[int, int] = {}
         """Completions queued or being written, by run (a run has one unless a retry of it
-        ended before the previous outcome was written)."""
+        ended before the previous outcome was written); by the run id's integer
+        (``UUID.int``: a UUID hashes in Python code)."""
 
     def submit(self, completion: RunCompletion) -> None:
         self._pending += 1
         pending = self._pending_runs
-        run_id = completion.run_id
-        pending[run_id] = pending.get(run_id, 0) + 1
+        run_key = completion.run_id.int
+        pending[run_key] = pending.get(run_key, 0) + 1
         self._queue.append(completion)
         if not self._queued.is_set():
             self._queued.set()
-        if completion.workflow is not None:
-            # a workflow's next steps start with this write: it does not wait for company
+        if completion.workflow is not None or completion.outbox is not None:
+            # a workflow's next steps start with this write, a broker run's message is
+            # published after it: it does not wait for company (decision 0040)
             self._urgent.set()
 
     def pending_runs(self) -> set[uuid.UUID]:
         """The runs whose outcome is waiting to be written."""
-        return set(self._pending_runs)
+        return {uuid.UUID(int=key) for key in self._pending_runs}
 
     @property
     def pending(self) -> int:
@@ -87,7 +91,7 @@ class Completer:
                 await first_of(stop.wait(), self._queued.wait())
                 continue
             batch = [queue.popleft()]
-            if batch[0].workflow is not None:
+            if batch[0].workflow is not None or batch[0].outbox is not None:
                 self._urgent.set()
             few = len(queue) + 1 < self.batch
             if self.linger > 0 and few and not self._urgent.is_set():
@@ -137,12 +141,12 @@ class Completer:
         self._pending -= len(batch)
         pending = self._pending_runs
         for completion in batch:
-            run_id = completion.run_id
-            left = pending[run_id] - 1
+            run_key = completion.run_id.int
+            left = pending[run_key] - 1
             if left:
-                pending[run_id] = left
+                pending[run_key] = left
             else:
-                del pending[run_id]
+                del pending[run_key]
         for completion, ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(

@@ -11,6 +11,16 @@ the connection's own backoff (exponential with full jitter, from :data:`BACKOFF_
 leaves its rows to be claimed again when their lease runs out: they are published again with
 the same message id (at-least-once; duplicates are documented in docs/brokers.md).
 
+A batch's publish is bounded by its lease (decision 0040): its publishers must answer by the
+claim's start + lease − :func:`margin`, or :data:`PUBLISH_CAP` after it if sooner (connect,
+send, confirms; rows unanswered by then are retried and the connection dropped,
+``targets/brokers/publish.py``). The relay waits for them until half the margin is left; a
+connection that has not answered by then has its rows retried and its publisher dropped
+(closed in the background), while the other connections' answers are kept. The verdicts are
+written only if that instant has not passed when their marks begin: otherwise another relay
+may hold the rows already, and they are left to it (a batch whose claim returned after its
+deadline is not even published).
+
 While a connection is backing off, the relay does not claim its rows. Every
 :data:`DEPTH_EVERY` seconds it reads the outbox's depth into the metrics gauges."""
 
@@ -46,11 +56,25 @@ log = logging.getLogger("duetime.relay")
 
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 60.0
+MARGIN_SHARE = 0.25
+MARGIN_CAP = 5.0
+PUBLISH_CAP = 10.0
+"""Seconds a batch's publishers have at most, whatever the lease (a broker that does not
+answer holds up the relay's next claim this long)."""
+CLOSE_WAIT = 5.0
+"""Seconds :meth:`Relay.close` waits for its broker connections to close."""
 DEPTH_EVERY = 10.0
 IDLE_POLL = 0.5
 """Seconds between claims while the outbox is empty (a completion in this process wakes the
 relay at once; on PostgreSQL, so does another process's commit of outbox rows: NOTIFY
 ``duetime_outbox``)."""
+
+
+def margin(lease: float) -> float:
+    """The part of a batch's lease kept back from its publish (:data:`MARGIN_SHARE` of it, at
+    most :data:`MARGIN_CAP` seconds): half for the relay to give up on a connection that does
+    not answer, half to begin the marks."""
+    return min(lease * MARGIN_SHARE, MARGIN_CAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +85,8 @@ class RelayPass:
     sent: int = 0
     retried: int = 0
     dead: int = 0
+    lapsed: int = 0
+    """Rows whose verdicts were not written: their lease may have been taken meanwhile."""
 
 
 @dataclass(slots=True)
@@ -68,6 +94,8 @@ class _Published:
     """A claimed batch after its publish: each row's verdict, to be written."""
 
     claimed: int
+    mark_by: float = float("inf")
+    """Loop time after which the batch's lease may be another relay's: no mark is begun."""
     sent: list[int] = field(default_factory=list)
     retries: list[OutboxRetry] = field(default_factory=list)
     dead: list[tuple[int, str]] = field(default_factory=list)
@@ -97,6 +125,8 @@ class Relay:
         self._rng = rng or random.Random()
         self._opener = opener
         self._publishers: dict[str, Publisher] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        """Publishes given up on and closes of dropped publishers, still running."""
         self._failures: dict[str, int] = {}
         self._resume_at: dict[str, float] = {}
         """A backing-off connection: when (monotonic) its rows are claimed again."""
@@ -124,20 +154,40 @@ class Relay:
 
     async def _claim_and_publish(self) -> _Published:
         """Claim one batch and publish it: the verdicts, not yet written (the rows stay
-        leased until they are)."""
-        clock = time.monotonic()
-        serving = [n for n in self.connections if self._resume_at.get(n, 0.0) <= clock]
+        leased until they are), bounded by the lease (module docstring)."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()  # before the claim: its lease ends later than start + lease
+        serving = [n for n in self.connections if self._resume_at.get(n, 0.0) <= time.monotonic()]
         rows = await self.store.outbox_claim(
             OutboxClaimParams(connections=serving, limit=self.batch, lease=self.lease)
         )
-        done = _Published(len(rows))
+        kept_back = margin(self.lease)
+        deadline = start + min(self.lease - kept_back, PUBLISH_CAP)
+        done = _Published(len(rows), mark_by=deadline + kept_back / 2)
         if not rows:
             return done
+        if loop.time() >= deadline:  # the claim took the time: not published, not marked
+            return _Published(len(rows), mark_by=float("-inf"))
         groups: dict[str, list[OutboxRow]] = {}
         for row in rows:
             groups.setdefault(row.connection, []).append(row)
-        answers = await asyncio.gather(*(self._publish(n, g) for n, g in groups.items()))
-        for (name, group), results in zip(groups.items(), answers, strict=True):
+        tasks = [asyncio.ensure_future(self._publish(n, g, deadline)) for n, g in groups.items()]
+        try:
+            _, late = await asyncio.wait(tasks, timeout=max(0.0, done.mark_by - loop.time()))
+        except BaseException:
+            late = set(tasks)
+            raise
+        finally:
+            for task in late:
+                task.cancel()
+                self._keep(task)
+        for (name, group), task in zip(groups.items(), tasks, strict=True):
+            if task in late:
+                self._drop(name)
+                unanswered = f"TimeoutError: no answer within the outbox lease ({self.lease:g} s)"
+                results = [Result(Verdict.RETRY, unanswered)] * len(group)
+            else:
+                results = task.result()
             delay = self._settle(name, results)
             for row, result in zip(group, results, strict=True):
                 error = redact(result.error, self._hidden)
@@ -150,7 +200,15 @@ class Relay:
         return done
 
     async def _mark(self, done: _Published) -> RelayPass:
-        """Write a batch's verdicts: sent, dead, put back for later."""
+        """Write a batch's verdicts: sent, dead, put back for later; none once its lease may
+        have been taken (``done.mark_by`` passed: the rows are left to whoever holds them)."""
+        if asyncio.get_running_loop().time() > done.mark_by:
+            log.warning(
+                "outbox relay: %d messages left unmarked, their lease may have ended; "
+                "they will be published again",
+                done.claimed,
+            )
+            return RelayPass(done.claimed, lapsed=done.claimed)
         await self.store.outbox_sent(done.sent)
         await self.store.outbox_dead(done.dead)
         await self.store.outbox_retry(done.retries)
@@ -158,16 +216,28 @@ class Relay:
             log.warning("outbox message %d refused for good (dead): %s", row_id, error)
         return RelayPass(done.claimed, len(done.sent), len(done.retries), len(done.dead))
 
-    async def _publish(self, name: str, rows: Sequence[OutboxRow]) -> list[Result]:
+    async def _publish(self, name: str, rows: Sequence[OutboxRow], deadline: float) -> list[Result]:
         publisher = self._publishers.get(name)
         if publisher is None:
             publisher = self._publishers[name] = self._opener(self.connections[name], self._resolve)
         try:
-            results = await publisher.publish(rows)
+            results = await publisher.publish(rows, deadline)
         except Exception as exc:
             return [Result(Verdict.RETRY, describe(exc))] * len(rows)
         assert len(results) == len(rows)
         return results
+
+    def _drop(self, name: str) -> None:
+        """Forget a connection's publisher (its next batch opens a new one); it closes in the
+        background."""
+        publisher = self._publishers.pop(name, None)
+        if publisher is not None:
+            self._keep(asyncio.ensure_future(_closed(publisher)))
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        """Hold a background task until it ends (its end, whatever it is, is not awaited)."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _settle(self, name: str, results: Sequence[Result]) -> float:
         """Note a connection's batch: a batch with nothing delivered (all retried) extends its
@@ -228,11 +298,15 @@ class Relay:
                 self._wake.clear()
                 try:
                     done = await self._claim_and_publish()
-                    if marking is not None:
-                        await marking
-                        marking = None
-                    if done.claimed:
-                        marking = asyncio.create_task(self._mark(done), name="duetime-relay-mark")
+                    previous, marking = marking, None
+                    try:
+                        if previous is not None:
+                            await previous
+                    finally:  # the last batch's marks failed: this one's are written all the same
+                        if done.claimed:
+                            marking = asyncio.create_task(
+                                self._mark(done), name="duetime-relay-mark"
+                            )
                     if time.monotonic() - self._depth_at >= DEPTH_EVERY:
                         self._depth_at = time.monotonic()
                         await self.observe_depth()
@@ -253,8 +327,10 @@ class Relay:
                     stop.wait(), self._wake.wait(), self.store.wait_for_outbox(IDLE_POLL)
                 )
         finally:
-            await self._finish(marking)
-            await self.close()
+            try:
+                await self._finish(marking)
+            finally:
+                await self.close()
 
     async def _finish(self, marking: asyncio.Task[RelayPass] | None) -> None:
         """Wait for a batch's marks being written; a failure to reach the store leaves its
@@ -264,9 +340,16 @@ class Relay:
                 await marking
 
     async def close(self) -> None:
-        publishers, self._publishers = self._publishers, {}
-        for publisher in publishers.values():
-            try:
-                await publisher.close()
-            except Exception as exc:  # closing a broken connection
-                log.debug("closing a publisher: %s", exc)
+        """Close the broker connections, those dropped included, waiting for them at most
+        :data:`CLOSE_WAIT` seconds (a broker that does not answer holds a polite close)."""
+        for name in list(self._publishers):
+            self._drop(name)
+        if self._background:
+            await asyncio.wait(self._background, timeout=CLOSE_WAIT)
+
+
+async def _closed(publisher: Publisher) -> None:
+    try:
+        await publisher.close()
+    except Exception as exc:  # closing a broken connection
+        log.debug("closing a publisher: %s", exc)

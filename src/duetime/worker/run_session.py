@@ -153,22 +153,28 @@ class RunSession:
         self._loop = loop
         self._request_heartbeat = request_heartbeat
         self._lease_ttl = lease_ttl
-        self._wait_limit = 2 * lease_ttl
-        # a plain flag, set from the loop and read from a task thread: a cancel is seen at the
-        # task's next look, which is all ctx.cancelled promises
-        self._cancelled = False
-        self._closed = False
-        self._tx: ExactlyOnceTx | None = None
-        self._tx_lock: asyncio.Lock | None = None
-        # made on first use: most attempts report nothing, and a session is made per attempt
-        self._progress_writer: _LatestWriter[tuple[float, str | None]] | None = None
-        self._checkpoint_writer: _LatestWriter[str] | None = None
+
+    # what an attempt starts with, set on the instance when it changes (a session is made per
+    # attempt, and most attempts report nothing)
+    _cancelled = False
+    """A plain flag, set from the loop and read from a task thread: a cancel is seen at the
+    task's next look, which is all ctx.cancelled promises."""
+    _closed = False
+    _tx: ExactlyOnceTx | None = None
+    _tx_lock: asyncio.Lock | None = None
+    _progress_writer: _LatestWriter[tuple[float, str | None]] | None = None
+    """Made on first use, as the checkpoint's."""
+    _checkpoint_writer: _LatestWriter[str] | None = None
+
+    @property
+    def _wait_limit(self) -> float:
+        return 2 * self._lease_ttl
 
     @property
     def idle(self) -> bool:
         """Nothing was reported and no transaction opened: ending the attempt needs no I/O."""
-        writers = (self._progress_writer, self._checkpoint_writer)
-        return writers == (None, None) and self._tx is None
+        writers = self._progress_writer is None and self._checkpoint_writer is None
+        return writers and self._tx is None
 
     def _writer(self, name: str, write: Callable[[Any], Awaitable[bool]]) -> _LatestWriter[Any]:
         return _LatestWriter(

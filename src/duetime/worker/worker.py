@@ -243,8 +243,10 @@ class Worker:
             lease_ttl=settings.lease_ttl,
             max_lead=settings.worker_lookahead / 4,
         )
-        self._inflight: dict[uuid.UUID, _InFlight] = {}
-        """Every run held: executing, or claimed and waiting for its instant or a runner."""
+        self._inflight: dict[int, _InFlight] = {}
+        """Every run held: executing, or claimed and waiting for its instant or a runner; by
+        the run id's integer (``UUID.int``: a UUID hashes in Python code, and every run goes in
+        and out of this and :attr:`_slot_holders`)."""
         self._waiting: deque[_InFlight] = deque()
         """Runs waiting for a runner, in claim order (done ones are skipped)."""
         self._runners: set[asyncio.Task[None]] = set()
@@ -262,7 +264,7 @@ class Worker:
             most=settings.worker_batch,
             rounds=settings.worker_claim_ahead,
         )
-        self._slot_holders: dict[uuid.UUID, float] = {}
+        self._slot_holders: dict[int, float] = {}
         """Runs holding a slot, since when (``perf_counter``), oldest first."""
         self._slot_freed = asyncio.Event()
         self._replaced_ended = asyncio.Event()
@@ -410,7 +412,7 @@ class Worker:
     def _end_waiting(self, item: _InFlight, decision: Decision) -> None:
         """End a run that never got a runner (it never began here): submit ``decision``."""
         item.done = True
-        self._inflight.pop(item.claimed.run.id, None)
+        self._inflight.pop(item.claimed.run.id.int, None)
         self.observer.finished(item.claimed.run.id)
         self._submit(item, decision)
         self._slot_freed.set()
@@ -506,7 +508,7 @@ class Worker:
                 remaining = claimed[index:]
                 for late in remaining:
                     self._spawn(late)
-                self._hand_back_unstarted([self._inflight[c.run.id] for c in remaining])
+                self._hand_back_unstarted([self._inflight[c.run.id.int] for c in remaining])
                 return
 
     async def _adopt_orphans(self) -> None:
@@ -514,9 +516,10 @@ class Worker:
         (our lease) but we never heard of them. Run them now rather than after their lease
         expires. Known runs — executing, or with an outcome waiting to be written — are taken
         before asking, so a run finishing meanwhile is never taken for an orphan."""
-        known = set(self._inflight) | self.completer.pending_runs()
+        known = set(self._inflight) | {run_id.int for run_id in self.completer.pending_runs()}
         for claimed in await self.store.runs_held(self.id):
-            if claimed.run.id not in known and claimed.run.id not in self._inflight:
+            key = claimed.run.id.int
+            if key not in known and key not in self._inflight:
                 log.warning(
                     "run %s: claimed by a claim whose answer was lost; running it", claimed.run.id
                 )
@@ -545,13 +548,9 @@ class Worker:
 
     def _spawn(self, claimed: ClaimedRun) -> None:
         run = claimed.run
-        item = _InFlight(
-            claimed,
-            workflow_role(run),
-            started_at=run.started_at,
-            waiting_since=time.perf_counter(),
-        )
-        self._inflight[run.id] = item
+        # positionally: claimed, role, started_at, waiting_since
+        item = _InFlight(claimed, workflow_role(run), run.started_at, time.perf_counter())
+        self._inflight[run.id.int] = item
         self.observer.claimed(claimed)
         self._waiting.append(item)
         self._dispatch()
@@ -670,7 +669,8 @@ class Worker:
         claimed = item.claimed
         run = claimed.run
         item.slotted = True
-        self._slot_holders[run.id] = time.perf_counter()
+        key = run.id.int
+        self._slot_holders[key] = time.perf_counter()
         set_run(run)  # every line logged by this runner until its next run is about this run
         session = item.session = RunSession(
             self.store,
@@ -707,11 +707,11 @@ class Worker:
                 # the outcome must be written even if a cancel arrives meanwhile
                 await uncancellable(self._finish(item, decision))
         finally:
-            slot_since = self._slot_holders.pop(run.id, None)
+            slot_since = self._slot_holders.pop(key, None)
             if slot_since is not None:
                 self._ahead.served(time.perf_counter() - slot_since)
             item.done = True
-            self._inflight.pop(run.id, None)
+            self._inflight.pop(key, None)
             self._slot_freed.set()
 
     def _claim_allowance(self) -> int:
@@ -759,7 +759,8 @@ class Worker:
         run = claimed.run
         task = self.registry.get(run.task)
         role = item.role
-        key = breaker_key(run.target) if role != "start" else None
+        # a Python task (no target) has no breaker: no call per run to say so
+        key = breaker_key(run.target) if run.target and role != "start" else None
         ticket = self.breakers.admit(key) if key is not None else None
         if ticket is not None and ticket.wait is not None:  # not started: not in the metrics
             return self._circuit_open(ticket)

@@ -15,17 +15,24 @@ from dropped weeks). The leader's retention pass calls :meth:`attempts_partition
 
 Locks: each week is one transaction, fenced by the leadership. The expensive read (the week's
 attempts of live and dead runs) happens before the exclusive lock; ``DETACH`` then holds
-``attempts`` exclusively for a few index reads and the drop, so completions wait milliseconds,
-and at most ``lock_timeout`` before the week is retried at the next pass.
+``attempts`` exclusively for a few index reads and the drop. While it *waits* for that lock
+(a transaction reading or writing attempts is in flight), every completion that arrives queues
+behind it: so a try waits at most :data:`LOCK_TIMEOUT` (a completion's own length), gives up,
+and is tried again after a pause (:data:`RETRY_PAUSES`); a week still not done waits for the
+next pass, and so do the weeks after it (a pass stays a few seconds long). ``DETACH …
+CONCURRENTLY`` would not block completions at all, but PostgreSQL refuses it while the table
+has a default partition (``attempts_default``), and it cannot run in the week's transaction,
+which copies the attempts to keep and drops the week atomically (docs/decisions/0015).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -37,11 +44,17 @@ from duetime.store.base import (
 )
 
 log = logging.getLogger("duetime.store.partitions")
+T = TypeVar("T")
+P = ParamSpec("P")
 
 WEEK = timedelta(days=7)
 PREFIX = "attempts_w"
-LOCK_TIMEOUT = "5s"
-"""How long a week's create or drop waits for its lock before it gives up until the next pass."""
+LOCK_TIMEOUT = "100ms"
+"""How long one try of a week's create or drop waits for its lock: the longest a completion
+arriving meanwhile waits behind it."""
+RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0)
+"""Seconds between the tries of a week's create or drop whose lock was not granted in time;
+after the last, the week waits for the next pass."""
 
 
 def week_start(t: datetime) -> datetime:
@@ -85,20 +98,22 @@ class PostgresAttemptPartitions:
         first = week_start(now)
         for k in range(params.ahead + 1):
             start = first + k * WEEK
-            if start not in weeks and start + WEEK > params.before:
-                async with _fenced(self, params) as conn:
-                    if conn is not None:
-                        await _create_week(conn, start)
-                        created.append(partition_name(start))
+            if start in weeks or start + WEEK <= params.before:
+                continue
+            name = await _retried(self, params, _create_week, start)
+            if name is None:  # not leading, or attempts stays busy: the rest at the next pass
+                break
+            created.append(name)
         dropped: list[str] = []
         kept = 0
         for start in sorted(weeks):
             if start + WEEK > params.before:
                 continue
-            async with _fenced(self, params) as conn:
-                if conn is not None:
-                    kept += await _drop_week(conn, start, params.before)
-                    dropped.append(partition_name(start))
+            count = await _retried(self, params, _drop_week, start, params.before)
+            if count is None:
+                break
+            kept += count
+            dropped.append(partition_name(start))
         if created or dropped:
             log.info(
                 "attempt partitions: created %s, dropped %s (%d attempts kept)",
@@ -109,25 +124,39 @@ class PostgresAttemptPartitions:
         return AttemptPartitionsChange(tuple(created), tuple(dropped), kept)
 
 
-@contextlib.asynccontextmanager
-async def _fenced(
-    host: _Host, params: AttemptPartitionsParams
-) -> AsyncIterator[psycopg.AsyncConnection[Any] | None]:
-    """A transaction that yields its connection while ``params.leader`` leads (None
-    otherwise), with a bounded lock wait; a lock not granted in time ends it without harm:
-    the week is done at the next pass."""
-    try:
-        async with host._tx() as conn:
-            now = await host._now(conn, None)
-            if not await host._holds(conn, params.leader, now):
-                yield None
-                return
-            await conn.execute(
-                sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT))
-            )
-            yield conn
-    except psycopg.errors.LockNotAvailable:
-        log.warning("attempt partitions: a lock was not granted in %s; retried later", LOCK_TIMEOUT)
+async def _retried(
+    host: _Host,
+    params: AttemptPartitionsParams,
+    step: Callable[Concatenate[psycopg.AsyncConnection[Any], P], Awaitable[T]],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T | None:
+    """Run ``step(conn, *args, **kwargs)`` in a transaction fenced by ``params.leader`` whose
+    lock waits last at most :data:`LOCK_TIMEOUT`; a try whose lock was not granted rolls back
+    whole and is tried again after the next of :data:`RETRY_PAUSES`. The result of the try
+    that committed; None when the leader no longer leads or every try gave up (the next pass
+    tries again)."""
+    for pause in (*RETRY_PAUSES, None):
+        try:
+            async with host._tx() as conn:
+                now = await host._now(conn, None)
+                if not await host._holds(conn, params.leader, now):
+                    return None
+                await conn.execute(
+                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT))
+                )
+                return await step(conn, *args, **kwargs)
+        except psycopg.errors.LockNotAvailable:
+            if pause is None:
+                log.warning(
+                    "attempt partitions: a lock was not granted in %s in %d tries; "
+                    "retried at the next pass",
+                    LOCK_TIMEOUT,
+                    len(RETRY_PAUSES) + 1,
+                )
+                return None
+            await asyncio.sleep(pause)
+    return None
 
 
 async def _weeks(conn: psycopg.AsyncConnection[Any]) -> set[datetime]:
@@ -139,10 +168,10 @@ async def _weeks(conn: psycopg.AsyncConnection[Any]) -> set[datetime]:
     return {w for w in weeks if w is not None}
 
 
-async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> None:
-    """The week's partition, with the attempts of that week the default partition holds.
-    Writes to the default partition wait meanwhile (a row it gained between the move and the
-    attach would fail the attach)."""
+async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> str:
+    """The week's partition (its name returned), with the attempts of that week the default
+    partition holds. Writes to the default partition wait meanwhile (a row it gained between
+    the move and the attach would fail the attach)."""
     table = sql.Identifier(partition_name(start))
     lo, hi = sql.Literal(start), sql.Literal(start + WEEK)
     await conn.execute("LOCK TABLE attempts IN SHARE ROW EXCLUSIVE MODE")
@@ -163,6 +192,7 @@ async def _create_week(conn: psycopg.AsyncConnection[Any], start: datetime) -> N
             table, lo, hi
         )
     )
+    return partition_name(start)
 
 
 def kept_attempts_read(table: str) -> sql.Composed:

@@ -24,9 +24,10 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import orjson
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -41,8 +42,8 @@ from duetime.policies.overlap import plan_starts
 from duetime.store._rows import NativeCodec, start_candidate_from_row
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
-from duetime.store._sql_outbox import completion_event_runs
-from duetime.store._values import completion_answers, unique_completions
+from duetime.store._sql_outbox import completion_event_runs, outbox_records
+from duetime.store._values import CompletionKey, completion_answers, unique_completions
 from duetime.store.base import (
     SCHEMA_VERSION,
     ApiKeyRevokeParams,
@@ -135,7 +136,9 @@ async def _configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 async def _configure_pooled(conn: psycopg.AsyncConnection[Any]) -> None:
     """A connection through PgBouncer's transaction pooling: no session setting but the time
     zone, which PgBouncer tracks per client (``jit``: the role's, see :meth:`_check_jit`)."""
-    set_json_loads(_json.loads, conn)
+    # orjson's own loads: psycopg never hands a NULL to a loader, so _json.loads's None check
+    # would only add a Python call per JSON value read (a claimed run's payload, …)
+    set_json_loads(orjson.loads, conn)
     # UTC sessions: timestamps arrive in UTC already (nothing in duetime's SQL depends on the
     # session's zone; this only spares converting every instant read)
     await conn.execute("SET TimeZone = 'UTC'")
@@ -294,6 +297,13 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     async def _all(
         self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
     ) -> list[Any]:
+        return await self._rows(conn, name, values, as_tuples=False)
+
+    @staticmethod
+    async def _rows(
+        conn: psycopg.AsyncConnection[Any], name: str, values: dict[str, Any], *, as_tuples: bool
+    ) -> list[Any]:
+        """Run a statement and read all its rows: as the connection's rows, or as tuples."""
         prepare = False if name in _UNPREPARED else None
         cursor = await conn.execute(_Q[name], _params(values), prepare=prepare)
         if cursor.pgresult is None:  # pipelined, not answered yet: a nested block's exit syncs
@@ -302,7 +312,11 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         # the result's field count, not ``cursor.description``: that builds a Column object
         # per field (~110 µs for a run's 40 columns, as much as the statement's own round trip)
         result = cursor.pgresult
-        return await cursor.fetchall() if result is not None and result.nfields else []
+        if result is None or not result.nfields:
+            return []
+        if as_tuples:
+            cursor.row_factory = tuple_row
+        return await cursor.fetchall()
 
     @staticmethod
     async def _queue(
@@ -310,6 +324,11 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
     ) -> psycopg.AsyncCursor[Any]:
         """Send a statement; in pipeline mode its answer is awaited only when read."""
         return await conn.execute(_Q[name], _params(values))
+
+    async def _tuples(
+        self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
+    ) -> list[Sequence[Any]]:
+        return await self._rows(conn, name, values, as_tuples=True)
 
     async def _exec(self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any) -> int:
         prepare = False if name in _UNPREPARED else None
@@ -661,11 +680,14 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             return []
         cs, first = unique_completions(params.completions)
         if self._events_for(COMPLETION_EVENTS) is not None or any(
-            c.workflow is not None or c.outbox is not None for c in cs
+            c.workflow is not None for c in cs
         ):
             return await self._runs_complete_planned(params, cs, first)
+        # one statement a chunk, autocommitted: broker runs' messages go with it
         async with self._read() as conn:
-            applied = await self._complete(conn, params.tenant, self._fixed_now(params.now), cs)
+            applied, _ = await self._complete(
+                conn, params.tenant, self._fixed_now(params.now), cs, planned=False
+            )
         return completion_answers(params.completions, first, applied)
 
     async def _complete(
@@ -674,34 +696,55 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         tenant: str | None,
         now: datetime | None,
         cs: list[RunCompletion],
-    ) -> set[tuple[uuid.UUID, int]]:
-        """The ``runs_complete`` statement over ``cs``, a statement per :func:`result_chunks`
-        chunk; the (run, token) pairs it applied."""
-        applied: set[tuple[uuid.UUID, int]] = set()
+        *,
+        planned: bool,
+    ) -> tuple[set[CompletionKey], datetime | None]:
+        """The completion statement over ``cs``, a statement per :func:`result_chunks` chunk:
+        ``runs_complete``, or ``runs_complete_outbox`` for a chunk with broker runs' messages
+        (inserted by the statement itself, for the attempts it applied) and for every chunk
+        when ``planned`` (the caller's transaction goes on: the statement answers with its
+        instant, which the later chunks and the caller then use). Returns the (run, token)
+        pairs applied (``_values.CompletionKey``: the id's integer) and that instant (``now``
+        as given when nothing answered it)."""
+        applied: set[CompletionKey] = set()
         for chunk in result_chunks(cs):
-            rows = await self._all(
-                conn, "runs_complete", tenant=tenant, now=now, **completion_columns(chunk)
-            )
-            applied.update((r["run_id"], r["token"]) for r in rows)
-        return applied
+            messages = outbox_records(chunk)
+            if not (planned or messages):
+                rows = await self._all(
+                    conn, "runs_complete", tenant=tenant, now=now, **completion_columns(chunk)
+                )
+            else:
+                rows = await self._all(
+                    conn,
+                    "runs_complete_outbox",
+                    tenant=tenant,
+                    now=now,
+                    messages=self._records(messages),
+                    **completion_columns(chunk),
+                )
+                if planned:  # its first row: the statement's instant, whether or not any ended
+                    now = rows[0]["now"]
+            applied.update((r["run_id"].int, r["token"]) for r in rows if r["run_id"] is not None)
+        return applied, now
 
     async def _runs_complete_planned(
         self,
         params: RunsCompleteParams,
         cs: list[RunCompletion],
-        first: dict[tuple[uuid.UUID, int], int],
+        first: dict[CompletionKey, int],
     ) -> list[bool]:
-        """A batch with workflow or broker runs, or any batch while run events are on: the
-        same statement, then the workflow engine's plan of the runs it ended, the broker runs'
-        outbox rows and the run events, in one transaction (a step's children, a broker run's
-        message, a run's event exist exactly when its end does: docs/decisions/0020, 0026,
-        0031)."""
+        """A batch with workflow runs, or any batch while run events are on: the completion
+        statement (with the broker runs' outbox rows), then the workflow engine's plan of the
+        runs it ended and the run events, in one transaction at the statement's instant (a
+        step's children, a broker run's message, a run's event exist exactly when its end
+        does: docs/decisions/0020, 0026, 0031)."""
         async with self._tx() as conn:
-            now = await self._now(conn, params.now)
-            applied = await self._complete(conn, params.tenant, now, cs)
-            ended = [c for c in cs if (c.run_id, c.token) in applied]
+            applied, now = await self._complete(
+                conn, params.tenant, self._fixed_now(params.now), cs, planned=True
+            )
+            assert now is not None  # answered by the statement
+            ended = [c for c in cs if (c.run_id.int, c.token) in applied]
             await self._workflows_advance(conn, ended, now)
-            await self._outbox_insert(conn, ended, now)
             await self._run_events(conn, completion_event_runs(ended), COMPLETION_EVENTS, now)
         return completion_answers(params.completions, first, applied)
 
@@ -717,6 +760,8 @@ PostgreSQL's jsonb holds at most 256 MiB (a batch of big results takes several s
 def result_chunks(cs: list[RunCompletion]) -> list[list[RunCompletion]]:
     """``cs`` in order, cut where the results carried would pass :data:`RESULT_CHUNK_BYTES`
     (one chunk, the batch itself, in the common case of small or no results)."""
+    if sum(len(c.result) for c in cs if c.result is not None) <= RESULT_CHUNK_BYTES:
+        return [cs]
     chunks: list[list[RunCompletion]] = [[]]
     carried = 0
     for c in cs:

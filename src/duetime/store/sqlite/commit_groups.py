@@ -13,7 +13,9 @@ Contract of :meth:`CommitGroups.write` (the store's ``_tx``):
   raises if the commit failed (then nothing of the group was written).
 - A joined part that raises is rolled back to its savepoint; the other parts stand. A leader
   whose part raises rolls the transaction back before anyone joined it; the calls waiting for
-  their turn then lead transactions of their own.
+  their turn then lead transactions of their own — as do those after a part under which SQLite
+  rolled the whole transaction back itself (an I/O error) or the store closed: that group's
+  commit fails.
 - Isolation is unchanged: the parts run one at a time inside one serializable transaction,
   each seeing the writes of those before it, as if they had committed one by one; other
   connections (other processes) see the whole group or nothing, and the group holds the
@@ -26,11 +28,13 @@ import asyncio
 import contextlib
 import sqlite3
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiosqlite
+
+from duetime._aio import uncancellable
 
 GROUP_MOST = 16
 """Calls that join one group at most (a bound on how long the leader's answer and the process
@@ -83,7 +87,7 @@ class CommitGroups:
             seat = _Seat(loop.create_future(), loop.create_future())
             group.seats.append(seat)
             if await _turn(seat):
-                async with _joined(connection(), seat, group) as conn:
+                async with _joined(connection, seat, group) as conn:
                     yield conn
                 return
         async with self._lock:
@@ -105,10 +109,15 @@ class CommitGroups:
                 raise
             if not group.seats:  # nobody joined: a lone transaction's commit, no task for it
                 self._open = None
-                await asyncio.shield(conn.execute("COMMIT"))
+                try:
+                    await asyncio.shield(conn.execute("COMMIT"))
+                except sqlite3.Error:
+                    await _abandon(conn)
+                    raise
                 self.commits += 1
                 return
-            await _to_the_end(self._finish(conn, group))
+            # joined calls wait on it, and the process lock stays held until it ends
+            await uncancellable(self._finish(conn, group), reraise=True)
 
     async def _finish(self, conn: aiosqlite.Connection, group: _Group) -> None:
         """The leader's part is done: the joined parts in turn, then the one commit."""
@@ -117,6 +126,12 @@ class CommitGroups:
                 seat = group.seats.popleft()
                 if seat.turn.done():  # its caller was cancelled while it waited
                     continue
+                if not _in_transaction(conn):
+                    # SQLite rolled the whole transaction back under a part (an I/O error, out
+                    # of memory), or the store closed: this commit fails, the rest lead
+                    # transactions of their own
+                    seat.turn.set_result(False)
+                    continue
                 seat.turn.set_result(True)
                 await seat.done
         finally:
@@ -124,9 +139,7 @@ class CommitGroups:
         try:
             await conn.execute("COMMIT")
         except BaseException as exc:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    await conn.execute("ROLLBACK")
+            await _abandon(conn)
             group.committed.set_exception(exc)
             group.committed.exception()  # retrieved: the joined calls raise it themselves
             raise
@@ -160,11 +173,13 @@ async def _turn(seat: _Seat) -> bool:
 
 @contextlib.asynccontextmanager
 async def _joined(
-    conn: aiosqlite.Connection, seat: _Seat, group: _Group
+    connection: Callable[[], aiosqlite.Connection], seat: _Seat, group: _Group
 ) -> AsyncIterator[aiosqlite.Connection]:
     """A joined call's part: in a savepoint, rolled back alone if it raises; its answer waits
-    for the group's commit."""
+    for the group's commit. Its turn ends however it ends (the store closed meanwhile too):
+    the group's commit waits for it."""
     try:
+        conn = connection()
         await conn.execute(f"SAVEPOINT {_SAVEPOINT}")
         try:
             yield conn
@@ -178,26 +193,26 @@ async def _joined(
 
 
 async def _undo(conn: aiosqlite.Connection) -> None:
+    if not _in_transaction(conn):  # SQLite rolled it all back already: the part's error stands
+        return
     await conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
     await conn.execute(f"RELEASE {_SAVEPOINT}")
 
 
-async def _to_the_end(finish: Coroutine[Any, Any, None]) -> None:
-    """Await ``finish`` (a coroutine) to its end even if the caller is cancelled meanwhile
-    (joined calls wait on it, and the process lock must stay held until it ends); a cancel that
-    came is raised afterwards."""
-    task = asyncio.ensure_future(finish)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                break
-            cancelled = True
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError
+async def _abandon(conn: aiosqlite.Connection) -> None:
+    """After a failed ``COMMIT`` (a deferred constraint, a full disk): a transaction SQLite
+    left open is rolled back, so it holds no write lock and shows no read what was refused."""
+    if _in_transaction(conn):
+        with contextlib.suppress(sqlite3.Error):
+            await conn.execute("ROLLBACK")
+
+
+def _in_transaction(conn: aiosqlite.Connection) -> bool:
+    """Whether ``conn`` is in a transaction (False once it is closed)."""
+    try:
+        return conn.in_transaction
+    except ValueError:  # aiosqlite: "no active connection"
+        return False
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:

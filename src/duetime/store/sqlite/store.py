@@ -212,7 +212,9 @@ class SQLiteStore(SQLStore):
     async def _exec(self, conn: aiosqlite.Connection, name: str, /, **values: Any) -> int:
         # one trip, as _all; the rows changed are the connection's running total's growth (the
         # process lock is held, so no other statement of this connection runs meanwhile; the
-        # schema has no triggers, whose changes the total would count and rowcount would not)
+        # schema has no triggers, whose changes the total would count and rowcount would not —
+        # nor would it count the rows an ON DELETE CASCADE removes: job_delete's and
+        # workflow_instances_prune's counts include them, and no caller reads those)
         before = conn.total_changes
         await conn.execute_fetchall(_Q[name], _params(values))
         return conn.total_changes - before
@@ -444,7 +446,7 @@ class SQLiteStore(SQLStore):
                 await self._run_events(
                     conn, completion_event_runs(applied_cs), COMPLETION_EVENTS, now
                 )
-        ok_pairs = {(c.run_id, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
+        ok_pairs = {(c.run_id.int, c.token) for c, ok in zip(cs, applied, strict=True) if ok}
         return completion_answers(params.completions, first, ok_pairs)
 
     async def exactly_once_begin(self) -> NoReturn:

@@ -10,7 +10,9 @@ A publish is queued for the connection's writer without waiting for the socket t
 (``basic_publish(wait=False)``): waiting made a batch's publishes take the channel's lock one
 after another, each holding it across a write and a turn of the event loop (decision 0040).
 Its confirm (or return) is still awaited, so what the relay marks sent is what the broker
-confirmed, as before; a connection lost with publishes queued fails their confirms."""
+confirmed, as before; a connection lost with publishes queued fails their confirms. The
+batch's deadline bounds the connect, the exchange checks and the confirms (``publish.py``):
+publishes unconfirmed by then are retried and the connection dropped."""
 
 from __future__ import annotations
 
@@ -20,7 +22,15 @@ from typing import Any
 
 from duetime._outbox import OutboxRow
 from duetime.targets.brokers.config import BrokerConnection
-from duetime.targets.brokers.publish import SENT, Resolve, Result, Verdict, describe
+from duetime.targets.brokers.publish import (
+    SENT,
+    Dropped,
+    Resolve,
+    Result,
+    Verdict,
+    describe,
+    until,
+)
 
 PERSISTENT = 2
 """AMQP ``delivery_mode`` of a message the broker keeps on disk."""
@@ -34,12 +44,13 @@ class RabbitPublisher:
         self._channel: Any = None
         self._exchanges: set[str] = set()
         """Exchanges known to exist on this connection (the default one, ``""``, always)."""
+        self._dropped = Dropped()
 
     async def _open(self) -> Any:
         import aio_pika
 
         if self._conn is None or self._conn.is_closed:
-            await self.close()
+            self._drop()
             self._conn = await aio_pika.connect(self._resolve(self._connection.url), timeout=10)
         if self._channel is None or self._channel.is_closed:
             self._channel = await self._conn.channel(publisher_confirms=True, on_return_raises=True)
@@ -63,17 +74,20 @@ class RabbitPublisher:
             self._exchanges.add(name)
         return missing
 
-    async def publish(self, rows: Sequence[OutboxRow]) -> list[Result]:
+    async def publish(
+        self, rows: Sequence[OutboxRow], deadline: float | None = None
+    ) -> list[Result]:
         from aio_pika.exceptions import DeliveryError
         from aiormq import spec
 
         try:
-            channel = await (await self._open()).get_underlay_channel()
-            missing = await self._missing({str(r.target["exchange"]) for r in rows})
+            async with asyncio.timeout_at(deadline):
+                channel = await (await self._open()).get_underlay_channel()
+                missing = await self._missing({str(r.target["exchange"]) for r in rows})
         except Exception:
-            await self.close()
+            self._drop()
             raise
-        calls: list[Any] = []
+        calls: list[asyncio.Future[Any]] = []
         for row in rows:
             exchange = str(row.target["exchange"])
             if exchange in missing:
@@ -85,16 +99,30 @@ class RabbitPublisher:
                 message_id=row.message_id,
             )
             calls.append(
-                channel.basic_publish(
-                    row.body.encode(),
-                    exchange=exchange,
-                    routing_key=str(row.target.get("routing_key", "")),
-                    properties=properties,
-                    mandatory=True,
-                    wait=False,
+                asyncio.ensure_future(
+                    channel.basic_publish(
+                        row.body.encode(),
+                        exchange=exchange,
+                        routing_key=str(row.target.get("routing_key", "")),
+                        properties=properties,
+                        mandatory=True,
+                        wait=False,
+                    )
                 )
             )
-        answers = iter(await asyncio.gather(*calls, return_exceptions=True))
+        pending: set[asyncio.Future[Any]] = set()
+        if calls:
+            try:
+                _, pending = await asyncio.wait(calls, timeout=until(deadline))
+            except BaseException:  # cancelled: the publishes and the connection with it
+                pending = set(calls)
+                self._drop()
+                raise
+            finally:
+                for call in pending:
+                    call.cancel()
+                    call.add_done_callback(_ignore)
+        answers = iter(calls)
         out: list[Result] = []
         failed = False
         for row in rows:
@@ -102,20 +130,37 @@ class RabbitPublisher:
             if exchange in missing:
                 out.append(Result(Verdict.DEAD, missing[exchange]))
                 continue
-            answer = next(answers)
-            if isinstance(answer, DeliveryError):
+            call = next(answers)
+            if call in pending:
+                answer: BaseException | None = TimeoutError("no confirm by the batch's deadline")
+            elif call.cancelled():  # the channel's closing cancelled it
+                answer = asyncio.CancelledError("publish cancelled")
+            else:
+                answer = call.exception()
+            if answer is None:
+                out.append(SENT)
+            elif isinstance(answer, DeliveryError):
                 out.append(Result(Verdict.DEAD, describe(answer)))
-            elif isinstance(answer, BaseException):
+            else:
                 failed = True
                 out.append(Result(Verdict.RETRY, describe(answer)))
-            else:
-                out.append(SENT)
         if failed:
-            await self.close()
+            self._drop()
         return out
 
-    async def close(self) -> None:
+    def _drop(self) -> None:
+        """Forget the connection; it closes in the background."""
         conn, self._conn, self._channel = self._conn, None, None
         self._exchanges = set()
         if conn is not None and not conn.is_closed:
-            await conn.close()
+            self._dropped.add(conn.close())
+
+    async def close(self) -> None:
+        self._drop()
+        await self._dropped.wait()
+
+
+def _ignore(call: asyncio.Future[Any]) -> None:
+    """A publish given up on: its late end, whatever it is, is of no interest."""
+    if not call.cancelled():
+        call.exception()

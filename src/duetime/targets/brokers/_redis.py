@@ -1,10 +1,13 @@
 """Redis streams: ``XADD <stream> * payload <json> duetime-run-id … duetime-message-id …``,
 one pipeline per batch (``redis.asyncio``). A command the server refuses for the message's
 sake (``WRONGTYPE``: the key is no stream) is dead; one it refuses for now (``OOM``,
-``LOADING``, ``READONLY``, ``BUSY`` …) and every connection error are retried."""
+``LOADING``, ``READONLY``, ``BUSY`` …) and every connection error are retried. The batch's
+deadline (``publish.py``) bounds the pipeline: a pipeline unanswered by then is retried whole,
+its client closed (closing a Redis connection waits for nothing from the server)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +37,9 @@ class RedisPublisher:
             )
         return self._client
 
-    async def publish(self, rows: Sequence[OutboxRow]) -> list[Result]:
+    async def publish(
+        self, rows: Sequence[OutboxRow], deadline: float | None = None
+    ) -> list[Result]:
         from redis.exceptions import ResponseError
 
         client = await self._open()
@@ -43,8 +48,9 @@ class RedisPublisher:
             fields = {"payload": row.body, **row.headers}
             pipe.xadd(row.target["stream"], fields, maxlen=self._maxlen, approximate=True)
         try:
-            answers = await pipe.execute(raise_on_error=False)
-        except Exception:
+            async with asyncio.timeout_at(deadline):
+                answers = await pipe.execute(raise_on_error=False)
+        except BaseException:
             await self.close()  # reconnect on the next batch
             raise
         out: list[Result] = []

@@ -16,6 +16,9 @@
 -- completed; paused only for a manual run); oldest first. The locked step reads up to its
 -- limit of each group and locks them (SKIP LOCKED); the fair claim reads up to each group's
 -- bound, locking them too or, in its `wide` form, only the runs it picked.
+-- The claim statements (these two, runs_claim_ids) return {{claimed_columns}} of each run
+-- they claimed (`r`), in the order duetime.store._rows.CLAIMED_COLUMNS decodes by position,
+-- then the fair claim's {{fair_claim_flags}}.
 -- fragment: fair_groups
 groups AS (
     -- each group with its oldest scheduled run's available_at (the first entry the probe
@@ -88,8 +91,14 @@ gb AS (
     ) w
 ),
 cand AS (
-    SELECT c.id, c.token, c.tenant, g.queue, c.priority, g.bound, c.available_at, g.weight,
-           g.running, c.concurrency_key IS NULL AND NOT g.limited AS fast,
+    SELECT c.id, c.job_id, c.partition_key, c.token, c.tenant, g.queue, c.priority, g.bound,
+           c.available_at, g.weight, g.running,
+           c.concurrency_key IS NULL AND NOT g.limited AS fast,
+           -- a one-shot's run with its job's own key: fast if it is its job's only unfinished
+           -- run (`picked` asks duetime_key_alone, migration 028; decision 0038)
+           CASE WHEN c.one_shot AND NOT g.limited
+                     AND c.concurrency_key = 'job:' || c.job_id::text
+                THEN c.concurrency_key END AS alone_key,
            CASE WHEN %(aging_us)s::bigint > 0
                 THEN c.priority::bigint * %(aging_us)s::bigint + least(greatest(
                          (extract(epoch FROM t.now - c.available_at) * 1000000)::bigint, 0),
@@ -97,8 +106,8 @@ cand AS (
                 ELSE c.priority::bigint END AS eff
     FROM gb g CROSS JOIN t
     CROSS JOIN LATERAL (
-        SELECT runs.id, runs.token, runs.tenant, runs.priority, runs.available_at,
-               runs.concurrency_key
+        SELECT runs.id, runs.job_id, runs.token, runs.tenant, runs.priority, runs.available_at,
+               runs.concurrency_key, runs.one_shot, runs.partition_key
         FROM runs
         WHERE runs.state = 'scheduled' AND runs.tenant = g.tenant AND runs.queue = g.queue
           AND runs.priority = g.priority
@@ -119,33 +128,55 @@ ranked AS (
            row_number() OVER (PARTITION BY tenant ORDER BY eff DESC, available_at, id) AS rnk
     FROM cand
 ),
-picked AS (
-    SELECT id, token, fast, 'scheduled'::text AS from_state FROM ranked
+top AS (
+    SELECT id, job_id, partition_key, token, fast, alone_key FROM ranked
     ORDER BY (running + rnk - 1)::float8 / weight, eff DESC, available_at, id
     LIMIT %(limit)s::int
+),
+picked AS MATERIALIZED (
+    -- once per run of the batch: a one-shot's keyed run is claimed here when its key's lock is
+    -- free and it is its job's only unfinished run (no overlap to judge); else it is left to
+    -- the locked step, as every other keyed run
+    SELECT id, token,
+           CASE WHEN fast THEN true WHEN alone_key IS NULL THEN false
+                ELSE duetime_key_alone(id, job_id, partition_key, alone_key) END AS fast,
+           'scheduled'::text AS from_state
+    FROM top
 )
 
 -- fragment: fair_claim_update
+-- (a new attempt is asked nothing: a run a `replace` asked to stop that died and was replayed
+-- still carries the request, as runs_claim_ids clears it)
 UPDATE runs r SET
     state = 'running', token = r.token + 1, attempt = r.attempt + 1,
     lease_owner = %(worker_id)s, lease_expires_at = t.now + make_interval(secs => %(lease_ttl)s),
-    claimed_at = t.now, finished_at = NULL,
+    claimed_at = t.now, finished_at = NULL, cancel_requested = false, replace_deadline = NULL,
     started_at = CASE WHEN r.available_at <= t.now THEN t.now ELSE NULL END
 
--- fragment: fair_claim_returning
-RETURNING r.*, (SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred,
+-- fragment: fair_claim_flags
+(SELECT count(*) FROM picked WHERE NOT picked.fast) AS deferred,
           (SELECT n FROM capped) AS capped,
           (SELECT sum(bound) FROM gb) > 2 * %(limit)s::int AS wide
+
+-- fragment: claimed_columns
+r.id, r.job_id, r.tenant, r.job_name, r.task, r.queue, r.payload, r.scheduled_for,
+          r.available_at, r.state, r.priority, r.attempt, r.max_attempts, r.token, r.lease_owner,
+          r.lease_expires_at, r.claimed_at, r.started_at, r.finished_at, r.trigger,
+          r.idempotency_key, r.reason, r.last_error_class, r.last_error_message, r.replays,
+          r.created_at, r.target, r.progress, r.progress_message, r.checkpoint,
+          r.cancel_requested, r.result, r.origin, r.timeout_s, r.backoff_base, r.backoff_factor,
+          r.backoff_cap, r.retry_rules, r.delivery, r.one_shot, r.retry_from
 
 -- name: runs_claim_fair
 -- One statement: take the batch by rounds of the tenants (weight; runs in flight count as
 -- rounds already had), effective priority, available_at, id; claim the runs no quota or
 -- overlap key limits. Runs of limited tenants and runs with an overlap key keep their place
 -- in the order but are left to the locked step (`deferred` counts them; it comes with every
--- claimed row). With `only_fast` those are left out altogether: the claim fills what the
--- locked step left of the batch. The candidates are locked as they are read (SKIP LOCKED):
--- concurrent claims take different runs. When the groups' bounds add up to many times the
--- batch (`wide`), runs_claim_fair_wide is the cheaper statement.
+-- claimed row) — but a one-shot's run that is its job's only unfinished one (`picked`). With
+-- `only_fast` those are left out altogether: the claim fills what the locked step left of the
+-- batch. The candidates are locked as they are read (SKIP LOCKED): concurrent claims take
+-- different runs. When the groups' bounds add up to many times the batch (`wide`),
+-- runs_claim_fair_wide is the cheaper statement.
 WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 {{fair_groups}},
 {{fair_claim_candidates}}
@@ -156,7 +187,8 @@ WITH RECURSIVE t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS
 {{fair_claim_update}}
 FROM picked, t
 WHERE r.id = picked.id AND picked.fast
-{{fair_claim_returning}};
+RETURNING {{claimed_columns}},
+          {{fair_claim_flags}};
 
 -- name: runs_claim_fair_wide
 -- runs_claim_fair for many groups (many tenants, queues, priorities): the candidates are
@@ -183,7 +215,8 @@ locked AS (
 {{fair_claim_update}}
 FROM locked, t
 WHERE r.id = locked.id
-{{fair_claim_returning}};
+RETURNING {{claimed_columns}},
+          {{fair_claim_flags}};
 
 -- name: runs_claim_locked_candidates
 -- The locked step's candidates, locked (SKIP LOCKED): every run of a limited tenant, and the

@@ -1,22 +1,6 @@
 -- The transactional outbox (docs/brokers.md, decision 0026). Rows are inserted by the
--- completion of a broker run, in its transaction; relays claim, publish and mark them.
-
--- name: outbox_insert
--- The messages of the broker runs a completion applied (a JSON array of objects); a message
--- id already present (the same attempt completed twice cannot happen: completions are fenced)
--- is left as it is. Rows inserted are announced to the relays of other processes (NOTIFY
--- duetime_outbox, delivered at the commit; one per transaction: decision 0040).
-WITH ins AS (
-    INSERT INTO outbox (message_id, tenant, run_id, attempt, connection, target, body, headers,
-                        created_at, available_at)
-    SELECT m.message_id, m.tenant, m.run_id, m.attempt, m.connection, m.target, m.body,
-           m.headers, %(now)s::timestamptz, %(now)s::timestamptz
-    FROM jsonb_to_recordset(%(batch)s::jsonb) AS m(message_id text, tenant text, run_id uuid,
-         attempt integer, connection text, target jsonb, body text, headers jsonb)
-    ON CONFLICT (message_id) DO NOTHING
-    RETURNING 1
-)
-SELECT pg_notify('duetime_outbox', '') FROM ins LIMIT 1;
+-- completion of a broker run, in its statement (runs_complete_outbox in runs.sql); relays
+-- claim, publish and mark them.
 
 -- name: outbox_claim
 -- Due pending rows of the relay's connections, oldest first; skipped while another relay holds

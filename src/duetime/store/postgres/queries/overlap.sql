@@ -20,13 +20,13 @@ UPDATE runs SET state = 'skipped', reason = 'overlap', finished_at = %(now)s
 WHERE state = 'scheduled' AND id = ANY(%(ids)s::uuid[]);
 
 -- name: runs_claim_ids
-UPDATE runs SET
-    state = 'running', token = token + 1, attempt = attempt + 1, lease_owner = %(worker_id)s,
+UPDATE runs r SET
+    state = 'running', token = r.token + 1, attempt = r.attempt + 1, lease_owner = %(worker_id)s,
     lease_expires_at = %(now)s + make_interval(secs => %(lease_ttl)s), claimed_at = %(now)s,
     finished_at = NULL, cancel_requested = false, replace_deadline = NULL,
-    started_at = CASE WHEN available_at <= %(now)s THEN %(now)s ELSE NULL END
-WHERE state = 'scheduled' AND id = ANY(%(ids)s::uuid[])
-RETURNING *;
+    started_at = CASE WHEN r.available_at <= %(now)s THEN %(now)s ELSE NULL END
+WHERE r.state = 'scheduled' AND r.id = ANY(%(ids)s::uuid[])
+RETURNING {{claimed_columns}};
 
 -- name: runs_misfire
 -- Through runs_misfire_due: only runs whose stored deadline (misfire_at) passed, never every

@@ -249,7 +249,38 @@ SELECT id FROM held;
 -- a run handed back) whose job was cancelled meanwhile ends `cancelled` instead: nothing
 -- would ever claim it. With %(tenant)s (a remote worker), another tenant's run is neither
 -- completed nor recorded.
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+WITH {{completion}}
+SELECT d.id AS run_id, d.token FROM done d;
+
+-- name: runs_complete_outbox
+-- runs_complete with the messages of the broker runs it ended (`messages`: a JSON array of
+-- objects, each with its attempt's run_id and token) inserted into the outbox by the same
+-- statement, only for the (run, token) pairs the fence let through: a broker run's completion
+-- is one round trip, its clock read included (docs/decisions/0026, 0040). Its rows are
+-- announced as outbox_insert's are (one NOTIFY duetime_outbox, delivered at the commit). One
+-- row more than the ended runs': the statement's instant with a NULL run_id (the rest of the
+-- caller's transaction, if any, uses it; the row also makes the NOTIFY run).
+WITH {{completion}},
+queued AS (
+    INSERT INTO outbox (message_id, tenant, run_id, attempt, connection, target, body, headers,
+                        created_at, available_at)
+    SELECT m.message_id, m.tenant, m.run_id, m.attempt, m.connection, m.target, m.body,
+           m.headers, t.now, t.now
+    FROM jsonb_to_recordset(%(messages)s::jsonb) AS m(message_id text, tenant text,
+         run_id uuid, token bigint, attempt integer, connection text, target jsonb, body text,
+         headers jsonb)
+    JOIN done d ON d.id = m.run_id AND d.token = m.token
+    CROSS JOIN t
+    ON CONFLICT (message_id) DO NOTHING
+    RETURNING 1
+),
+notified AS (SELECT pg_notify('duetime_outbox', '') FROM (SELECT 1 FROM queued LIMIT 1) q)
+SELECT d.id AS run_id, d.token, t.now, (SELECT count(*) FROM notified) AS notified
+FROM t LEFT JOIN done d ON true;
+
+-- fragment: completion
+-- runs_complete's work (above), every CTE but the answer: `done` holds the runs it ended.
+t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
     SELECT i.*, 'running'::text AS from_state
     FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
@@ -337,7 +368,6 @@ recorded AS (
     -- only a takeover's record (lost, cancelled) turns stale; an applied outcome stays
     WHERE attempts.outcome IN ('lost', 'cancelled')
 )
-SELECT d.id AS run_id, d.token FROM done d;
 
 -- name: leases_expired
 -- A run a newer one replaces (decision 0016) stays until its replace_deadline has passed:

@@ -13,6 +13,8 @@
 -- {{startable_oldest}}: the run's job lets it start (active or completed; paused only for a
 -- manual run); oldest first, up to the limit. Indented as in the fair claim: the locked
 -- step's copies differ from their hand-written text in indentation only.
+-- The claim statements (runs_claim_fair, runs_claim_ids) return {{claimed_columns}} of each
+-- run they claimed, in the order duetime.store._rows.CLAIMED_COLUMNS decodes by position.
 -- fragment: fair_groups
 grp(tenant, queue, priority) AS (
     SELECT * FROM (
@@ -51,6 +53,14 @@ g AS MATERIALIZED (
                 ELSE 0 END AS running
     FROM gf LEFT JOIN tenants tn ON tn.id = gf.tenant
 )
+
+-- fragment: claimed_columns
+id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
+          priority, attempt, max_attempts, token, lease_owner, lease_expires_at, claimed_at,
+          started_at, finished_at, trigger, idempotency_key, reason, last_error_class,
+          last_error_message, replays, created_at, target, progress, progress_message,
+          checkpoint, cancel_requested, result, origin, timeout_s, backoff_base, backoff_factor,
+          backoff_cap, retry_rules, delivery, one_shot, retry_from
 
 -- fragment: startable_oldest
 EXISTS (
@@ -100,7 +110,7 @@ UPDATE runs SET
     lease_expires_at = :now + CAST(round(:lease_ttl * 1000000) AS INTEGER), claimed_at = :now, finished_at = NULL,
     started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
 WHERE rowid IN (SELECT rid FROM picked WHERE fast)
-RETURNING *;
+RETURNING {{claimed_columns}};
 
 -- name: runs_claim_locked_candidates
 -- The locked step's candidates: every run of a limited tenant, and the runs with an overlap

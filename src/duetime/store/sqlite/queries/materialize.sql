@@ -10,7 +10,7 @@ j.status = 'active' AND j.next_fire_at IS NOT NULL AND j.next_fire_at <= :until
   AND j.schedule_kind IN ('now', 'at') AND j.calendars IS NULL AND j.jitter_s = 0
   AND j.max_runs IS NULL AND j.start_at IS NULL AND j.end_at IS NULL
   AND j.overlap_policy <> 'replace' AND j.task <> :workflow_task
-  AND (j.next_fire_at >= :now - CAST(j.misfire_grace_s * 1000000 AS INTEGER)
+  AND (j.next_fire_at >= :now - CAST(round(j.misfire_grace_s * 1000000) AS INTEGER)
        OR j.created_at >= j.next_fire_at)
 
 -- fragment: plain_leased_sqlite
@@ -20,6 +20,8 @@ j.status = 'active' AND j.next_fire_at IS NOT NULL AND j.next_fire_at <= :until
 
 -- fragment: plain_runs_sqlite
 -- store/_values.py planned_run_values, column for column; the id a random (version 4) UUID.
+-- The grace in microseconds is rounded, as timedelta rounds it (truncated, 1.005 s was 1 µs
+-- short).
 INSERT INTO runs (
     id, job_id, tenant, job_name, task, queue, payload, scheduled_for, available_at, state,
     priority, max_attempts, backoff_base, backoff_factor, backoff_cap, timeout_s, delivery,
@@ -28,7 +30,7 @@ INSERT INTO runs (
 SELECT * FROM (
     SELECT lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4'
                || substr(lower(hex(randomblob(2))), 2) || '-'
-               || substr('89ab', 1 + (abs(random()) % 4), 1)
+               || substr('89ab', 1 + (random() & 3), 1)
                || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))),
            j.id, j.tenant, j.name, j.task, j.queue, j.payload, j.next_fire_at, j.next_fire_at,
            'scheduled', j.priority, j.max_attempts, j.backoff_base, j.backoff_factor,
@@ -37,7 +39,7 @@ SELECT * FROM (
                 WHEN j.overlap_policy = 'allow' AND j.max_concurrency = 0 THEN NULL
                 ELSE 'job:' || j.id END,
            CASE WHEN j.misfire_policy IN ('backfill', 'fire_once') THEN NULL
-                ELSE j.next_fire_at + CAST(j.misfire_grace_s * 1000000 AS INTEGER) END,
+                ELSE j.next_fire_at + CAST(round(j.misfire_grace_s * 1000000) AS INTEGER) END,
            j.retry_rules
     FROM jobs j
 

@@ -20,7 +20,7 @@ UPDATE runs SET
     cancel_requested = 0, replace_deadline = NULL,
     started_at = CASE WHEN available_at <= :now THEN :now ELSE NULL END
 WHERE state = 'scheduled' AND id IN (SELECT value FROM json_each(:ids))
-RETURNING *;
+RETURNING {{claimed_columns}};
 
 -- name: runs_misfire
 -- Judged at claim time: never-attempted scheduled runs older than their job's misfire grace

@@ -1,0 +1,4 @@
+-- v28 (issue 15): PostgreSQL adds duetime_key_alone for its one-statement claim; SQLite's claim
+-- takes every keyed run through its locked step in one write transaction and needs nothing.
+-- Nothing changes here: the version moves with PostgreSQL's so both stores share one
+-- SCHEMA_VERSION.
