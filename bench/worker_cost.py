@@ -6,7 +6,9 @@
     python -m bench.worker_cost --once 2000              # no valgrind: one burn-down, µs/run
     python -m bench.worker_cost --keep /tmp/cg           # keep the callgrind files (annotate)
 
-One `Worker` with the product's defaults, in a process of its own, drains N cloned no-op runs
+One `Worker` with the product's defaults, in a process of its own with the garbage collector
+tuned as `duetime worker` tunes it (``cli._lifecycle.tune_gc``; ``--gc-defaults``: left as
+Python sets it, as before 2026-11-25's third pass), drains N cloned no-op runs
 (bench.burndown's uniform mix) and stops once it has heard N + 1 completions (the template
 run too). That process runs under ``valgrind --tool=callgrind`` for two sizes; the worker's
 instructions per run are instr(large) − instr(small) over large − small runs, so what does
@@ -33,6 +35,7 @@ from bench.burndown import Database
 from duetime import AsyncApp
 from duetime._config import Settings
 from duetime._types import RunState
+from duetime.cli._lifecycle import tune_gc
 from duetime.store.base import RunCompletion
 from duetime.worker import claim_ahead
 from duetime.worker import worker as worker_module
@@ -116,7 +119,9 @@ def _prepared(store: str, runs: int) -> Database:
     return db
 
 
-def _instructions(store: str, runs: int, keep: Path | None = None) -> int:
+def _instructions(
+    store: str, runs: int, keep: Path | None = None, gc_defaults: bool = False
+) -> int:
     """The worker process's instructions (callgrind's total) draining ``runs`` runs; with
     ``keep``, its callgrind file is left there (for ``callgrind_annotate``)."""
     db = _prepared(store, runs)
@@ -126,7 +131,7 @@ def _instructions(store: str, runs: int, keep: Path | None = None) -> int:
             subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                  sys.executable, "-m", "bench.worker_cost", "--child", db.url, str(runs + 1),
-                 "--slowdown", str(VALGRIND_SLOWDOWN)],
+                 "--slowdown", str(VALGRIND_SLOWDOWN), *(["--gc-defaults"] if gc_defaults else [])],
                 check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONHASHSEED": "0"},
             )  # fmt: skip
@@ -145,16 +150,25 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=6000)
     parser.add_argument("--once", type=int, help="one burn-down of N runs without valgrind")
     parser.add_argument("--keep", type=Path, help="leave the callgrind files in this folder")
+    parser.add_argument(
+        "--gc-defaults",
+        action="store_true",
+        help="leave the garbage collector as Python sets it (`duetime worker` tunes it first)",
+    )
     parser.add_argument("--slowdown", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs=2, metavar=("URL", "COMPLETIONS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _slowed(args.slowdown)
+        if not args.gc_defaults:
+            tune_gc()
         asyncio.run(_drain(args.child[0], int(args.child[1])))
         return
     if args.once:
         db = _prepared(args.store, args.once)
         try:
+            if not args.gc_defaults:
+                tune_gc()
             cpu0 = time.process_time()
             span = asyncio.run(_drain(db.url, args.once + 1))
             cpu = time.process_time() - cpu0
@@ -167,8 +181,8 @@ def main() -> None:
         return
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    small = _instructions(args.store, args.small, args.keep)
-    large = _instructions(args.store, args.large, args.keep)
+    small = _instructions(args.store, args.small, args.keep, args.gc_defaults)
+    large = _instructions(args.store, args.large, args.keep, args.gc_defaults)
     per_run = (large - small) / (args.large - args.small)
     print(
         f"{args.store}: instr({args.small:,}) = {small:,}, instr({args.large:,}) = {large:,}: "

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -63,58 +64,100 @@ def port_taken(port: int) -> Iterator[None]:
         yield
 
 
-@pytest.mark.postgres
-def test_burndown_postgres(pg_database: str) -> None:
-    out = bench("burndown", "--runs", "200", "--workers", "1", "--repeat", "1", pg=True)
-    assert "uniform mix" in out
-    assert "runs/s" in out
-    assert "PostgreSQL backends CPU" in out
-    assert "enqueue on its own (postgres)" in out
+@dataclass(frozen=True)
+class Smoke:
+    """A benchmark's arguments (``python -m bench.<args>``) and texts its output must hold."""
+
+    args: tuple[str, ...]
+    prints: tuple[str, ...]
+    pg: bool = False
+    """On PostgreSQL (marked ``postgres``)."""
 
 
-@pytest.mark.postgres
-def test_burndown_realistic_mix_postgres(pg_database: str) -> None:
-    out = bench(
-        "burndown", "--mix", "realistic", "--runs", "300", "--workers", "1", "--repeat", "1",
+SMOKES = {
+    "burndown_postgres": Smoke(
+        ("burndown", "--runs", "200", "--workers", "1", "--repeat", "1"),
+        ("uniform mix", "runs/s", "PostgreSQL backends CPU", "enqueue on its own (postgres)"),
         pg=True,
-    )  # fmt: skip
-    assert "realistic mix" in out
-    assert "runs/s" in out
+    ),
+    "burndown_realistic_mix_postgres": Smoke(
+        ("burndown", "--mix", "realistic", "--runs", "300", "--workers", "1", "--repeat", "1"),
+        ("realistic mix", "runs/s"),
+        pg=True,
+    ),
+    "burndown_sqlite": Smoke(
+        ("burndown", "--store", "sqlite", "--runs", "200", "--workers", "1", "--repeat", "1"),
+        ("duetime sqlite noop", "runs/s"),
+    ),
+    "worker_cost_drains_in_process_sqlite": Smoke(
+        ("worker_cost", "--store", "sqlite", "--once", "100"), ("sqlite: 100 runs", "µs/run")
+    ),
+    "worker_cost_drains_in_process_postgres": Smoke(
+        ("worker_cost", "--once", "100"), ("postgres: 100 runs",), pg=True
+    ),
+    "sqlite_firing_times_each_step": Smoke(
+        ("sqlite_firing", "--jobs", "60", "--repeat", "1"),
+        ("sqlite firing N=60:", "materialize", "complete"),
+    ),
+    "fire_postgres": Smoke(
+        ("fire", "--rate", "20", "--seconds", "2", "--crons", "2", "--lead", "5",
+         "--settle", "10", "--concurrency", "100"),
+        ("lag p50", "p99"),
+        pg=True,
+    ),
+    # "midnight" is bench.oneshots as "distinct" is, with another N: not run twice here
+    "hotpath_suite_prints_ratios_to_the_minimal_scripts": Smoke(
+        ("hotpath_suite", "--only", "minimal-uniform,burndown-defaults,minimal-distinct,distinct",
+         "--runs", "300", "--distinct", "300", "--lead", "2", "--rounds", "1"),
+        ("round 1: minimal-uniform:",
+         "burn-down, product defaults (`duetime worker`, no settings), N=300",
+         "ratio to minimal-uniform", "distinct one-shot jobs due at once",
+         "ratio to minimal-distinct", "start lag p50", "fewer than 3, not figures to quote"),
+        pg=True,
+    ),
+    "scale": Smoke(
+        ("scale", "--jobs", "1000", "--scheduler-seconds", "0"),
+        ("registration", "index range scan"),
+        pg=True,
+    ),
+    "peers_harness_without_peers": Smoke(
+        ("peers", "burndown", "--only", "duetime", "--runs", "200", "--repeat", "1"),
+        ("duetime (concurrency",),
+        pg=True,
+    ),
+    "hotpath": Smoke(
+        ("hotpath", "--runs", "1000", "--batch", "100", "--materialize", "200", "--starts", "50"),
+        ("claim", "completion plan", "run_start one at a time"),
+        pg=True,
+    ),
+    "trigger_benchmark_compares_with_its_minimal_script": Smoke(
+        ("trigger", "--count", "30", "--rounds", "1"),
+        ("minimal script:", "of the minimal script", "POST …/trigger", "p99"),
+        pg=True,
+    ),
+    "workflows_measure_hand_off_and_fan_out": Smoke(
+        ("workflows", "--items", "200", "--chains", "2", "--rounds", "1"),
+        ("step hand-off p99 ms:", "fan-out / plain burn-down:",
+         "fan-in started exactly once with every item's result: yes"),
+        pg=True,
+    ),
+    "outbox_publishes_to_every_broker": Smoke(
+        ("outbox", "--messages", "200"), ("messages/s",), pg=True
+    ),
+}  # fmt: skip
 
 
-def test_burndown_sqlite() -> None:
-    out = bench("burndown", "--store", "sqlite", "--runs", "200", "--workers", "1", "--repeat", "1")
-    assert "duetime sqlite noop" in out
-    assert "runs/s" in out
-
-
-def test_worker_cost_drains_in_process_sqlite() -> None:
-    out = bench("worker_cost", "--store", "sqlite", "--once", "100")
-    assert "sqlite: 100 runs" in out
-    assert "µs/run" in out
-
-
-@pytest.mark.postgres
-def test_worker_cost_drains_in_process_postgres(pg_database: str) -> None:
-    out = bench("worker_cost", "--once", "100", pg=True)
-    assert "postgres: 100 runs" in out
-
-
-def test_sqlite_firing_times_each_step() -> None:
-    out = bench("sqlite_firing", "--jobs", "60", "--repeat", "1")
-    assert "sqlite firing N=60:" in out
-    assert "materialize" in out
-    assert "complete" in out
-
-
-@pytest.mark.postgres
-def test_fire_postgres(pg_database: str) -> None:
-    out = bench(
-        "fire", "--rate", "20", "--seconds", "2", "--crons", "2", "--lead", "5",
-        "--settle", "10", "--concurrency", "100", pg=True,
-    )  # fmt: skip
-    assert "lag p50" in out
-    assert "p99" in out
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.postgres if m.pg else (), id=n) for n, m in SMOKES.items()],
+)
+def test_a_benchmark_prints_its_figures(name: str, request: pytest.FixtureRequest) -> None:
+    smoke = SMOKES[name]
+    if smoke.pg:
+        request.getfixturevalue("pg_database")
+    out = bench(*smoke.args, pg=smoke.pg)
+    for text in smoke.prints:
+        assert text in out
 
 
 def test_fire_sqlite_runs_with_port_8000_taken() -> None:
@@ -144,46 +187,6 @@ def test_a_failed_benchmark_exits_non_zero_with_the_reason(pg_database: str) -> 
     assert "lag p50" not in done.stdout
 
 
-@pytest.mark.postgres
-def test_hotpath_suite_prints_ratios_to_the_minimal_scripts(pg_database: str) -> None:
-    # "midnight" is bench.oneshots as "distinct" is, with another N: not run twice here
-    out = bench(
-        "hotpath_suite", "--only", "minimal-uniform,burndown-defaults,minimal-distinct,distinct",
-        "--runs", "300", "--distinct", "300", "--lead", "2", "--rounds", "1", pg=True,
-    )  # fmt: skip
-    assert "round 1: minimal-uniform:" in out
-    assert "burn-down, product defaults (`duetime worker`, no settings), N=300" in out
-    assert "ratio to minimal-uniform" in out
-    assert "distinct one-shot jobs due at once" in out
-    assert "ratio to minimal-distinct" in out
-    assert "start lag p50" in out
-    assert "fewer than 3, not figures to quote" in out
-
-
-@pytest.mark.postgres
-def test_scale(pg_database: str) -> None:
-    out = bench("scale", "--jobs", "1000", "--scheduler-seconds", "0", pg=True)
-    assert "registration" in out
-    assert "index range scan" in out
-
-
-@pytest.mark.postgres
-def test_peers_harness_without_peers(pg_database: str) -> None:
-    out = bench("peers", "burndown", "--only", "duetime", "--runs", "200", "--repeat", "1", pg=True)
-    assert "duetime (concurrency" in out
-
-
-@pytest.mark.postgres
-def test_hotpath(pg_database: str) -> None:
-    out = bench(
-        "hotpath", "--runs", "1000", "--batch", "100", "--materialize", "200", "--starts", "50",
-        pg=True,
-    )  # fmt: skip
-    assert "claim" in out
-    assert "completion plan" in out
-    assert "run_start one at a time" in out
-
-
 def test_old_against_new_interleaves_three_rounds() -> None:
     out = bench(
         "ab", "--old", str(ROOT), "burndown", "--store", "sqlite", "--runs", "100",
@@ -194,32 +197,9 @@ def test_old_against_new_interleaves_three_rounds() -> None:
 
 
 @pytest.mark.postgres
-def test_trigger_benchmark_compares_with_its_minimal_script() -> None:
-    out = bench("trigger", "--count", "30", "--rounds", "1", pg=True)
-    assert "minimal script:" in out
-    assert "of the minimal script" in out
-    assert "POST …/trigger" in out
-    assert "p99" in out
-
-
-@pytest.mark.postgres
 def test_takeover_measures_leader_and_partitions(pg_database: str) -> None:
     out = bench("takeover", "--rounds", "1", pg=True)
     assert "round 1: leader" in out
     assert "every occurrence once: True" in out
     out = bench("takeover", "--lag-jobs", "200", pg=True)
     assert "longest gap between lease renewals" in out
-
-
-@pytest.mark.postgres
-def test_workflows_measure_hand_off_and_fan_out(pg_database: str) -> None:
-    out = bench("workflows", "--items", "200", "--chains", "2", "--rounds", "1", pg=True)
-    assert "step hand-off p99 ms:" in out
-    assert "fan-out / plain burn-down:" in out
-    assert "fan-in started exactly once with every item's result: yes" in out
-
-
-@pytest.mark.postgres
-def test_outbox_publishes_to_every_broker(pg_database: str) -> None:
-    out = bench("outbox", "--messages", "200", pg=True)
-    assert "messages/s" in out

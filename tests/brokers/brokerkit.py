@@ -200,6 +200,10 @@ async def broker(request: pytest.FixtureRequest) -> AsyncIterator[Consumer]:
         await made.close()
 
 
+only_redis = pytest.mark.parametrize("broker", ["redis"], indirect=True)
+"""The :func:`broker` fixture on Redis alone (a :class:`RedisConsumer`)."""
+
+
 async def dead_messages(app: Any, count: int = 1) -> list[int]:
     """``count`` broker runs of ``app``'s tenant, succeeded with their messages, which a relay
     then found refused for good: their outbox ids (no broker involved)."""

@@ -6,6 +6,9 @@ the lease, which publishes it again with the same message id."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 
 from duetime._config import Settings
@@ -37,6 +40,19 @@ async def run_feed(
         )
     runs = await drain(app)
     assert [r.state for r in runs] == [RunState.SUCCEEDED] * count
+
+
+@asynccontextmanager
+async def held_in_outbox(
+    store_url: str, clock: FrozenClock, broker: Consumer, count: int
+) -> AsyncIterator[FrozenApp]:
+    """An app whose connection ``b`` to ``broker`` is down, after :func:`run_feed` of ``count``
+    runs: their messages held in the outbox (the drain's own relay failed), the backoff over."""
+    down = Settings(brokers=brokers_setting(broker.kind, CLOSED[broker.kind]))
+    async with FrozenApp(store_url, clock=clock, settings=down) as app:
+        await run_feed(app, broker.target, count)
+        clock.advance(seconds=BACKOFF_CAP + 1)
+        yield app
 
 
 async def test_messages_wait_while_the_broker_is_down(

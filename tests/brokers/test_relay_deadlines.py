@@ -30,11 +30,11 @@ from tests.brokers.brokerkit import (
     Consumer,
     RedisConsumer,
     brokers_setting,
-    need,
+    only_redis,
     relay_all,
     relay_for,
 )
-from tests.brokers.test_relay import run_feed
+from tests.brokers.test_relay import held_in_outbox, run_feed
 
 LEASE = 2.0
 """The relay's outbox lease here: it gives up on a silent broker 1.5 s after its claim."""
@@ -178,15 +178,11 @@ async def test_a_broker_that_stops_answering_is_given_up_on_within_the_lease(
     assert len(await broker.read()) == 6  # 1 before, the healthy broker's 2, then the 3
 
 
+@only_redis
 async def test_a_batch_whose_lease_may_have_lapsed_is_left_unmarked(
-    store_url: str, clock: FrozenClock
+    store_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
-    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
-    async with FrozenApp(store_url, clock=clock, settings=down) as app:
-        await run_feed(app, broker.target, 2)
-        clock.advance(seconds=BACKOFF_CAP + 1)
+    async with held_in_outbox(store_url, clock, broker, 2) as app:
         relay = relay_for(app.store, brokers_setting("redis"), lease=LEASE)
         try:
             published = await relay._claim_and_publish()
@@ -201,18 +197,13 @@ async def test_a_batch_whose_lease_may_have_lapsed_is_left_unmarked(
         done = await relay_all(relay_for(app.store, brokers_setting("redis")))
         assert (done.claimed, done.sent) == (2, 2)
     assert len(await broker.read()) == 4  # at least once: the same message ids twice
-    await broker.close()
 
 
+@only_redis
 async def test_a_batch_claimed_after_its_publish_deadline_is_not_published(
-    store_url: str, clock: FrozenClock
+    store_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
-    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
-    async with FrozenApp(store_url, clock=clock, settings=down) as app:
-        await run_feed(app, broker.target, 2)
-        clock.advance(seconds=BACKOFF_CAP + 1)
+    async with held_in_outbox(store_url, clock, broker, 2) as app:
         # a lease shorter than any claim's round trip: the deadline has passed when it returns
         relay = relay_for(app.store, brokers_setting("redis"), lease=1e-9)
         try:
@@ -221,7 +212,6 @@ async def test_a_batch_claimed_after_its_publish_deadline_is_not_published(
             await relay.close()
         assert (await app.outbox.depth()).pending == 2
     assert await broker.read() == []
-    await broker.close()
 
 
 class Watched:
@@ -260,19 +250,14 @@ class BrokenMarks(Relay):
         raise RuntimeError("a bug in the marks")
 
 
+@only_redis
 async def test_the_relay_closes_its_connections_when_its_last_marks_fail(
-    store_url: str, clock: FrozenClock
+    store_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
-    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
-    async with FrozenApp(store_url, clock=clock, settings=down) as app:
-        await run_feed(app, broker.target, 1)
-        clock.advance(seconds=BACKOFF_CAP + 1)
+    async with held_in_outbox(store_url, clock, broker, 1) as app:
         stop = asyncio.Event()
         relay = BrokenMarks(app.store, brokers_setting("redis"), stop)
         with pytest.raises(RuntimeError, match="a bug in the marks"):
             async with asyncio.timeout(60):
                 await relay.run(stop)
         assert [p.closed for p in relay.opened] == [True]
-    await broker.close()

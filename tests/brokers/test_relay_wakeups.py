@@ -8,25 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
 from duetime._config import Settings
 from duetime.store import Store, create_store
-from duetime.targets.brokers.config import BrokerConnection
+from duetime.targets.brokers.config import parse_brokers
 from duetime.testing import FrozenApp, FrozenClock
 from duetime.worker import relay as relay_module
-from duetime.worker.relay import BACKOFF_CAP, Relay, RelayPass, _Published
+from duetime.worker.relay import Relay, RelayPass, _Published
 from tests.brokers.brokerkit import (
-    CLOSED,
     REDIS_URL,
     RedisConsumer,
     brokers_setting,
-    need,
-    relay_for,
+    only_redis,
 )
-from tests.brokers.test_relay import run_feed
+from tests.brokers.test_relay import held_in_outbox, run_feed
 
 WITHIN = 60.0
 """Seconds a test waits for messages before it fails (a bound, not a measurement)."""
@@ -58,11 +57,10 @@ def no_idle_poll(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.postgres
+@only_redis
 async def test_another_process_hears_a_completion_commit_outbox_rows(
-    pg_url: str, clock: FrozenClock
+    pg_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
     settings = Settings(brokers=brokers_setting("redis"))
     async with FrozenApp(pg_url, clock=clock, settings=settings) as app:
         other = create_store(pg_url)  # another process's store: what its relay waits on
@@ -74,14 +72,13 @@ async def test_another_process_hears_a_completion_commit_outbox_rows(
             assert await news, "no NOTIFY duetime_outbox heard"
         finally:
             await other.close()
-            await broker.close()
 
 
 class HeldMarks(Relay):
-    """A relay whose batches' verdicts are not written until :attr:`release` is set."""
+    """A relay to Redis whose batches' verdicts are not written until :attr:`release` is set."""
 
-    def __init__(self, store: Store, connections: Mapping[str, BrokerConnection]) -> None:
-        super().__init__(store, connections, batch=1)
+    def __init__(self, store: Store) -> None:
+        super().__init__(store, parse_brokers(brokers_setting("redis")), batch=1)
         self.release = asyncio.Event()
 
     async def _mark(self, done: _Published) -> RelayPass:
@@ -89,38 +86,40 @@ class HeldMarks(Relay):
         return await super()._mark(done)
 
 
+@asynccontextmanager
+async def running(relay: HeldMarks) -> AsyncIterator[None]:
+    """``relay`` runs while inside; on leaving, its marks are released and it is stopped (its
+    run returns once every batch's verdicts are written)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        yield
+    finally:
+        relay.release.set()
+        stop.set()
+        await task
+
+
+@only_redis
 @pytest.mark.usefixtures("no_idle_poll")
 async def test_the_next_batch_is_published_while_the_last_one_s_marks_are_written(
-    store_url: str, clock: FrozenClock
+    store_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
-    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
-    async with FrozenApp(store_url, clock=clock, settings=down) as app:
-        await run_feed(app, broker.target, 2)  # held in the outbox: the drain's relay failed
-        clock.advance(seconds=BACKOFF_CAP + 1)
-        held = HeldMarks(app.store, relay_for(app.store, brokers_setting("redis")).connections)
-        stop = asyncio.Event()
-        task = asyncio.create_task(held.run(stop))
-        try:
+    async with held_in_outbox(store_url, clock, broker, 2) as app:
+        async with running(HeldMarks(app.store)):
             # the first batch's marks are held: the second batch is published all the same
             assert await arrived(broker.stream, 2) == 2
-        finally:
-            held.release.set()
-            stop.set()
-            await task
         # every verdict written before the relay stopped: nothing pending, nothing twice
         assert (await app.outbox.depth()).pending == 0
         assert len(await broker.read()) == 2
-        await broker.close()
 
 
 class FirstMarksFail(HeldMarks):
     """A relay whose first batch's verdicts fail to be written (the database unreachable for
     that statement), once :attr:`release` is set; the later batches' are written."""
 
-    def __init__(self, store: Store, connections: Mapping[str, BrokerConnection]) -> None:
-        super().__init__(store, connections)
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
         self.marks = 0
 
     async def _mark(self, done: _Published) -> RelayPass:
@@ -131,29 +130,15 @@ class FirstMarksFail(HeldMarks):
         return await super()._mark(done)
 
 
+@only_redis
 @pytest.mark.usefixtures("no_idle_poll")
 async def test_a_batch_published_while_the_last_one_s_marks_failed_is_still_marked(
-    store_url: str, clock: FrozenClock
+    store_url: str, clock: FrozenClock, broker: RedisConsumer
 ) -> None:
-    need("redis")
-    broker = RedisConsumer()
-    down = Settings(brokers=brokers_setting("redis", CLOSED["redis"]))
-    async with FrozenApp(store_url, clock=clock, settings=down) as app:
-        await run_feed(app, broker.target, 2)  # held in the outbox: the drain's relay failed
-        clock.advance(seconds=BACKOFF_CAP + 1)
-        failing = FirstMarksFail(
-            app.store, relay_for(app.store, brokers_setting("redis")).connections
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(failing.run(stop))
-        try:
+    async with held_in_outbox(store_url, clock, broker, 2) as app:
+        async with running(FirstMarksFail(app.store)):
             # the first batch's marks fail once the second batch is published
             assert await arrived(broker.stream, 2) == 2
-        finally:
-            failing.release.set()
-            stop.set()
-            await task
         # the first batch's mark failed: it stays leased, to be published again; the second
         # batch's sent mark was written all the same (not published a second time for nothing)
         assert (await app.outbox.depth()).pending == 1
-        await broker.close()

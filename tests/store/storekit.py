@@ -307,6 +307,26 @@ def completion(
     )
 
 
+def failed_attempt(
+    claimed: ClaimedRun | Run,
+    retry_at: datetime,
+    error_class: str,
+    error_message: str,
+    **kwargs: Any,
+) -> RunCompletion:
+    """:func:`completion` of a failed attempt (``error_class``: ``error_message``) whose run is
+    scheduled again, due at ``retry_at``."""
+    return completion(
+        claimed,
+        outcome=AttemptOutcome.FAILED,
+        next_state=RunState.SCHEDULED,
+        available_at=retry_at,
+        error_class=error_class,
+        error_message=error_message,
+        **kwargs,
+    )
+
+
 async def complete(store: Store, now: datetime, *completions: RunCompletion) -> list[bool]:
     return await store.runs_complete(RunsCompleteParams(completions=completions, now=now))
 

@@ -43,6 +43,25 @@ async def _trace(store: SQLiteStore) -> list[str]:
     return seen
 
 
+async def _leading(
+    store: SQLiteStore, job: str, at: datetime
+) -> tuple[asyncio.Task[None], asyncio.Event]:
+    """A transaction that inserts the job ``job``, then holds its group open: the write calls
+    made meanwhile wait to join it. Returns once it holds the group: its task, and the event
+    that lets it end (and commit)."""
+    hold, joined = asyncio.Event(), asyncio.Event()
+
+    async def leader() -> None:
+        async with store.transaction() as tx:
+            await tx.job_insert(job_params(job, next_fire_at=at))
+            joined.set()
+            await hold.wait()
+
+    leading = asyncio.create_task(leader())
+    await joined.wait()
+    return leading, hold
+
+
 def _state(path: str, run_id: Any) -> str:
     """The run's state as another connection sees it (what was committed)."""
     with sqlite3.connect(path) as other:
@@ -147,19 +166,11 @@ async def test_a_call_cancelled_while_waiting_to_join_leaves_the_group_going(
 ) -> None:
     first = await running_run(sqlite, t0, "first")
     second = await running_run(sqlite, t0, "second")
-    hold, joined = asyncio.Event(), asyncio.Event()
-
-    async def leader() -> None:
-        async with sqlite.transaction() as tx:
-            await tx.job_insert(job_params("kept", next_fire_at=t0))
-            joined.set()
-            await hold.wait()
 
     def complete(claimed: Any) -> Any:
         return sqlite.runs_complete(RunsCompleteParams([completion(claimed)], now=t0))
 
-    leading = asyncio.create_task(leader())
-    await joined.wait()
+    leading, hold = await _leading(sqlite, "kept", t0)
     cancelled = asyncio.create_task(complete(first))
     kept = asyncio.create_task(complete(second))
     await asyncio.sleep(0)  # both are waiting for their turn now
@@ -182,16 +193,7 @@ async def test_closing_the_store_while_a_call_waits_to_join_answers_every_call(
     sqlite: SQLiteStore, t0: datetime
 ) -> None:
     done = await running_run(sqlite, t0, "done")
-    hold, joined = asyncio.Event(), asyncio.Event()
-
-    async def leader() -> None:
-        async with sqlite.transaction() as tx:
-            await tx.job_insert(job_params("lost", next_fire_at=t0))
-            joined.set()
-            await hold.wait()
-
-    leading = asyncio.create_task(leader())
-    await joined.wait()
+    leading, hold = await _leading(sqlite, "lost", t0)
     waiting = asyncio.create_task(
         sqlite.runs_complete(RunsCompleteParams([completion(done)], now=t0))
     )

@@ -20,23 +20,17 @@ from storekit import (
     completion,
     get_run,
     list_runs,
-    make_job,
-    materialize,
     ref,
     s,
 )
-from test_store_claim_alone import QUERIES, fair_claim
+from test_store_claim_alone import QUERIES, fair_claim, one_shots
 
 from duetime._types import (
     AttemptOutcome,
-    Job,
     OverlapPolicy,
     RetryPolicy,
     RunState,
-    Schedule,
-    ScheduleKind,
 )
-from duetime.scheduler.materializer import materialize_plain
 from duetime.store import Store
 from duetime.store.base import RunReplayParams, RunTriggerParams, TenantLimitsSetParams
 
@@ -47,26 +41,6 @@ pytestmark = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 def sql(store_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(store_url, autocommit=True, row_factory=dict_row) as conn:
         yield conn
-
-
-async def one_shots(store: Store, at: datetime, count: int, **kwargs: Any) -> list[Job]:
-    """``count`` one-shot jobs due at ``at`` (overlap ``skip`` unless given), their runs made."""
-    kwargs.setdefault("overlap_policy", OverlapPolicy.SKIP)
-    jobs = [
-        await make_job(
-            store,
-            f"shot-{i}",
-            schedule=Schedule(kind=ScheduleKind.AT, at=at),
-            next_fire_at=at,
-            **kwargs,
-        )
-        for i in range(count)
-    ]
-    made = (await materialize_plain(store, horizon=0.0, now=at)).runs
-    if made < count:  # `replace` jobs are not plain: the planner's path
-        made += (await materialize(store, at)).runs_created
-    assert made == count
-    return jobs
 
 
 def running_of(runs: list[Any]) -> list[Any]:

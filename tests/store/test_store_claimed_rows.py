@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from storekit import TENANT, claim_one, complete, completion, job_params, ref, s, upsert
+from storekit import TENANT, claim_one, complete, failed_attempt, job_params, ref, s, upsert
 
 from duetime import _json
-from duetime._types import AttemptOutcome, OverlapPolicy, RetryPolicy, RunState
+from duetime._types import OverlapPolicy, RetryPolicy
 from duetime.store import Store
 from duetime.store.base import (
     ClaimedRun,
@@ -56,15 +56,7 @@ async def _second_attempt(store: Store, t0: datetime, *, overlap: OverlapPolicy)
     token = first.run.token
     assert await store.run_progress_set(RunProgressParams(run.id, token, 0.25, "a quarter"))
     assert await store.run_checkpoint_set(RunCheckpointParams(run.id, token, '{"page": 2}'))
-    failed = completion(
-        first,
-        outcome=AttemptOutcome.FAILED,
-        next_state=RunState.SCHEDULED,
-        available_at=t0 + s(1),
-        reason="failed",
-        error_class="OSError",
-        error_message="disk on fire",
-    )
+    failed = failed_attempt(first, t0 + s(1), "OSError", "disk on fire", reason="failed")
     assert await complete(store, t0 + s(0.5), failed) == [True]
     return await claim_one(store, t0 + s(2))
 

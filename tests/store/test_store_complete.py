@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from storekit import (
@@ -15,6 +15,7 @@ from storekit import (
     claim_one,
     complete,
     completion,
+    failed_attempt,
     get_job,
     get_run,
     is_utc,
@@ -62,18 +63,8 @@ async def test_success_is_applied_and_recorded(store: Store, t0: datetime) -> No
 async def test_retry_reschedules_with_available_at(store: Store, t0: datetime) -> None:
     claimed = await running_run(store, t0, "j")
     retry_at = t0 + s(10)
-    applied = await complete(
-        store,
-        t0 + s(1),
-        completion(
-            claimed,
-            outcome=AttemptOutcome.FAILED,
-            next_state=RunState.SCHEDULED,
-            available_at=retry_at,
-            error_class="ValueError",
-            error_message="bad input",
-        ),
-    )
+    failed = failed_attempt(claimed, retry_at, "ValueError", "bad input")
+    applied = await complete(store, t0 + s(1), failed)
     assert applied == [True]
 
     run = await get_run(store, claimed.run.id)
@@ -105,15 +96,7 @@ async def test_a_failed_attempt_keeps_its_traceback(store: Store, t0: datetime) 
     tb = 'Traceback (most recent call last):\n  File "t.py", line 1, in boom\nRuntimeError: boom\n'
     big = "x" * 16_000 + "\n" + tb  # no engine cap below the worker's bound
     claimed = await running_run(store, t0, "j")
-    failed = completion(
-        claimed,
-        outcome=AttemptOutcome.FAILED,
-        next_state=RunState.SCHEDULED,
-        available_at=t0 + s(5),
-        error_class="RuntimeError",
-        error_message="boom",
-        traceback=big,
-    )
+    failed = failed_attempt(claimed, t0 + s(5), "RuntimeError", "boom", traceback=big)
     stale = replace(failed, token=claimed.run.token - 1, traceback=tb)
     assert await complete(store, t0 + s(1), failed, stale) == [True, False]
     attempts = await store.attempts_list(TENANT, claimed.run.id)
@@ -463,3 +446,74 @@ async def test_a_run_going_back_to_scheduled_after_its_job_was_cancelled_ends_ca
     run = await get_run(store, claimed.run.id)
     assert (run.state, run.reason, run.finished_at) == (RunState.CANCELLED, "cancelled", t0 + s(1))
     assert [a.outcome for a in await store.attempts_list(TENANT, claimed.run.id)] == [outcome]
+
+
+ODD = 'quote " backslash \\ {braces, commas} NULL ✓ 日本語 😀 \n\ttab'
+"""Text an array literal would have to quote and escape, and characters beyond ASCII."""
+
+
+async def test_a_batch_with_unusual_values_comes_back_exactly(store: Store, t0: datetime) -> None:
+    """Every column of a completion batch round-trips as it was sent: NULLs beside values in one
+    column, text that an array literal would escape, empty text (not NULL), instants with
+    microseconds in another zone, the largest attempt number and token, a result with
+    non-ASCII JSON (on PostgreSQL the batch is an array per column built in binary by
+    store/postgres/arrays.py; before, one JSON document)."""
+    india = timezone(timedelta(hours=5, minutes=30))
+    retried = await running_run(store, t0, "retried")
+    succeeded = await running_run(store, t0 + s(1), "succeeded")
+    refused = await running_run(store, t0 + s(2), "refused")
+    due_again = (t0 + timedelta(seconds=10, microseconds=123457)).astimezone(india)
+    claimed_at = (t0 + timedelta(microseconds=654321)).astimezone(india)
+    batch = [
+        completion(
+            retried,
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.SCHEDULED,
+            available_at=due_again,
+            reason="",
+            error_class="Ошибка",
+            error_message=ODD,
+            traceback=ODD * 300,
+        ),
+        replace(
+            completion(succeeded, result='{"k": "ü 😀 \\"x\\"", "n": 9223372036854775807}'),
+            started_at=None,
+            claimed_at=claimed_at,
+        ),
+        completion(
+            refused,
+            token=2**63 - 1,
+            worker="wörker ☃",
+            error_message="",
+            outcome=AttemptOutcome.FAILED,
+            next_state=RunState.DEAD,
+        ),
+    ]
+    batch[2] = replace(batch[2], attempt=2**31 - 1)
+
+    assert await complete(store, t0 + timedelta(seconds=3, microseconds=1), *batch) == [
+        True,
+        True,
+        False,
+    ]
+
+    run = await get_run(store, retried.run.id)
+    assert (run.state, run.available_at, run.reason) == (RunState.SCHEDULED, due_again, "")
+    assert (run.last_error_class, run.last_error_message) == ("Ошибка", ODD)
+    (attempt,) = await store.attempts_list(TENANT, retried.run.id)
+    assert (attempt.error_class, attempt.error_message, attempt.traceback) == (
+        "Ошибка",
+        ODD,
+        ODD * 300,
+    )
+    assert attempt.finished_at == t0 + timedelta(seconds=3, microseconds=1)
+    run = await get_run(store, succeeded.run.id)
+    assert run.result == {"k": 'ü 😀 "x"', "n": 2**63 - 1}
+    assert (run.last_error_class, run.last_error_message, run.reason) == (None, None, None)
+    (attempt,) = await store.attempts_list(TENANT, succeeded.run.id)
+    assert (attempt.started_at, attempt.claimed_at) == (None, claimed_at)
+    assert (attempt.error_class, attempt.error_message, attempt.traceback) == (None, None, None)
+    (attempt,) = await store.attempts_list(TENANT, refused.run.id)
+    assert (attempt.token, attempt.number, attempt.worker_id) == (2**63 - 1, 2**31 - 1, "wörker ☃")
+    assert (attempt.outcome, attempt.error_message) == (AttemptOutcome.STALE, "")
+    assert attempt.started_at == refused.run.started_at

@@ -12,11 +12,11 @@ import pytest
 from storekit import completion, get_run, running_run
 from test_store_outbox import claim, message
 from test_store_run_events import events_on
-from wirekit import Wire, counted
+from wirekit import Wire, counted_store
 
 from duetime._outbox import message_id
 from duetime._types import AttemptOutcome, RunState
-from duetime.store import Store, create_store
+from duetime.store import Store
 from duetime.store.base import RunsCompleteParams
 
 pytestmark = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
@@ -26,14 +26,8 @@ pytestmark = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 async def wired(store_url: str) -> AsyncIterator[tuple[Store, Wire]]:
     """A store on the database clock (a completion without ``now`` reads the database's)
     whose every round trip passes through a counting relay."""
-    async with counted(store_url) as (url, wire):
-        store = create_store(url)
-        await store.open()
-        try:
-            await store.migrate()
-            yield store, wire
-        finally:
-            await store.close()
+    async with counted_store(store_url) as wired:
+        yield wired
 
 
 def outbox_statements(statements: list[str]) -> list[str]:

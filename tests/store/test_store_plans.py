@@ -21,13 +21,13 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from tests.store.clonekit import clone_rows
 
-from duetime import AsyncApp, _json
+from duetime import AsyncApp
 from duetime._config import Settings
 from duetime._outbox import OutboxMessage
 from duetime._types import AttemptOutcome, RunState
-from duetime.store._sql_outbox import outbox_records
 from duetime.store.base import RunCompletion
-from duetime.store.postgres.longruns import completion_columns
+from duetime.store.postgres.arrays import PgArray
+from duetime.store.postgres.longruns import completion_columns, message_columns
 from duetime.store.sqlfile import load_queries
 
 pytestmark = pytest.mark.postgres
@@ -84,8 +84,9 @@ def _generic_plan(conn: psycopg.Connection[Any], name: str, params: dict[str, An
             sql.SQL(row["statement"]),  # type: ignore[arg-type]
         )
     )
+    values = {n: _literal(conn, params[n]) for n in order}
     args = sql.SQL(", ").join(
-        sql.SQL("{}::{}").format(sql.Literal(params[n]), sql.SQL(t))  # type: ignore[arg-type]
+        sql.SQL("{}::{}").format(sql.Literal(values[n]), sql.SQL(t))  # type: ignore[arg-type]
         for n, t in zip(order, row["types"], strict=True)
     )
     try:
@@ -96,6 +97,16 @@ def _generic_plan(conn: psycopg.Connection[Any], name: str, params: dict[str, An
         conn.execute("DEALLOCATE generic_plan")
     assert plan is not None
     return plan["QUERY PLAN"]
+
+
+def _literal(conn: psycopg.Connection[Any], value: Any) -> Any:
+    """``value`` as a literal can hold it: an array built in binary (store/postgres/arrays.py)
+    as the text PostgreSQL reads it from."""
+    if not isinstance(value, PgArray):
+        return value
+    row = conn.execute("SELECT %s::text AS text", (value,)).fetchone()
+    assert row is not None
+    return row["text"]
 
 
 def _check(name: str, document: Any) -> list[dict[str, Any]]:
@@ -317,10 +328,10 @@ def test_the_hot_statements_stay_on_their_indexes(
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", few))
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete", {**few, "tenant": "plans"}))
     # a broker runs' batch: the same, with their messages inserted by the statement
-    messages = outbox_records(
+    messages = message_columns(
         [RunCompletion(**{**_fields(c), "outbox": _message(c)}) for c in completions[:30]]
     )
-    outboxed = {**few, "messages": _json.dumps(messages)}
+    outboxed = {**few, **messages}
     assert _reads_runs_by_primary_key(_explain(conn, "runs_complete_outbox", outboxed))
     keyed_ids = [r["id"] for r in keyed]
     conn.execute("UPDATE runs SET started_at = NULL WHERE id = ANY(%s)", (keyed_ids,))

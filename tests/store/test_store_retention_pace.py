@@ -179,6 +179,29 @@ async def test_a_follow_up_pass_is_fenced(
     assert idle.starts == []
 
 
+async def test_a_duty_that_outlasts_its_interval_is_not_run_back_to_back(
+    store: Store, fence: LeaderFence, made: list[MaintenanceManager]
+) -> None:
+    """A pass longer than its duty's interval (a slow database) leaves that duty due at once:
+    the manager still sleeps a second before the next pass, as it slept its tick after every
+    pass before retention set its own pace."""
+    clock = Monotonic()
+    passes: list[float] = []
+
+    async def slow(fence: LeaderFence) -> None:
+        passes.append(clock.now)
+        clock.now += 3.0  # its interval is 2 s
+
+    manager = MaintenanceManager(
+        store, Settings(), lambda: fence, extra=[("slow", 2.0, slow)], clock=clock
+    )
+    made.append(manager)
+
+    await drive(manager, clock, 20.0)
+
+    assert passes == [0.0, 4.0, 8.0, 12.0, 16.0]  # 3 s busy, 1 s asleep (was: 0, 3, 6, …)
+
+
 def test_the_duty_is_a_fraction_of_the_time() -> None:
     for duty in (0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(ValidationError):

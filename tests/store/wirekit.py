@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from duetime.store import Store, create_store
+
 _UNTYPED_REQUESTS = {80877103, 80877104}
 """SSLRequest and GSSENCRequest: the server answers one byte, then a startup message follows."""
 
@@ -101,3 +103,17 @@ async def counted(url: str) -> AsyncIterator[tuple[str, Wire]]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def counted_store(url: str) -> AsyncIterator[tuple[Store, Wire]]:
+    """A migrated store on ``url`` (the database clock: no test clock) whose every round trip
+    passes through :func:`counted`'s relay, and what the relay records."""
+    async with counted(url) as (relayed, wire):
+        store = create_store(relayed)
+        await store.open()
+        try:
+            await store.migrate()
+            yield store, wire
+        finally:
+            await store.close()

@@ -113,7 +113,7 @@ async def test_pending_runs_count_each_outcome_until_its_batch_is_written() -> N
     assert completer.pending_runs() == {first.run_id, other.run_id}
     heard: list[uuid.UUID] = []
     completer.listener = lambda c, ok: heard.append(c.run_id)
-    completer.after_batch = lambda: heard.append(uuid.UUID(int=0))  # marks a batch's end
+    completer.after_batch = lambda batch, applied: heard.append(uuid.UUID(int=0))  # its end
     stop = asyncio.Event()
     stop.set()  # write everything submitted, then end
     await asyncio.wait_for(completer.run(stop), 5)

@@ -7,7 +7,8 @@ small service with ``run_once``; the manager calls them only while ``fence()`` r
 and passes that term so their writes are refused if the leadership moved meanwhile. A duty
 runs on its interval, except retention, which says itself when its next pass is due (sooner
 while a backlog lasts: ``RetentionPruner.pause_after``); the manager wakes when the next duty
-is due, at the latest after the shortest interval.
+is due, at the latest after the shortest interval, at the earliest :data:`SHORTEST_WAIT` after
+its last pass (a duty whose pass outlasted its interval is not run back to back).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from duetime._config import Settings
 from duetime.maintenance.alerts import AlertEvaluator
 from duetime.maintenance.depth import DEPTH_SAMPLE_INTERVAL, DepthSampler
 from duetime.maintenance.reaper import LeaseReaper
-from duetime.maintenance.retention import RETENTION_INTERVAL, RetentionPruner
+from duetime.maintenance.retention import FOLLOW_UP_PAUSE, RETENTION_INTERVAL, RetentionPruner
 from duetime.store.base import LeaderFence, Store
 
 log = logging.getLogger("duetime.maintenance")
 
 FenceProvider = Callable[[], LeaderFence | None]
+SHORTEST_WAIT = FOLLOW_UP_PAUSE
+"""The least the manager sleeps between two passes over its duties (or its shortest interval,
+if shorter): a duty due again at once, its pass longer than its interval, waits this much."""
 
 
 @dataclass
@@ -113,11 +117,13 @@ class MaintenanceManager:
 
     def next_wait(self) -> float:
         """Seconds :meth:`run` sleeps after a :meth:`run_once`: until the next duty is due, at
-        most the shortest interval (and that while not leading)."""
+        most the shortest interval (and that while not leading), at least
+        :data:`SHORTEST_WAIT` or that interval if shorter (never 0: a pass that outlasted its
+        interval is not followed at once by the next)."""
         if not self._leading:
             return self.tick
         soonest = min(d.due_at for d in self.duties) - self.clock()
-        return min(self.tick, max(soonest, 0.0))
+        return min(self.tick, max(soonest, SHORTEST_WAIT))
 
     async def run(self, stop: asyncio.Event) -> None:
         try:

@@ -10,7 +10,8 @@ in ``store/_sql_surface.py``, with the one-statement helpers ``_read_all`` … `
   connection; SQLite: ``BEGIN IMMEDIATE``).
 - ``_all`` / ``_exec`` run a named query of the dialect's ``queries/*.sql`` with its parameter
   encoding: lists travel as arrays (PostgreSQL) or as JSON text (SQLite); ``_records`` encodes a
-  batch of records as one JSON array for both.
+  batch of records as one JSON array for both. ``_send`` sends one whose rows are read later
+  (queued in PostgreSQL's pipeline; run at once on SQLite).
 - the clock: ``_now(conn, now)`` (inside a transaction: the caller's, a test clock's, or the
   database's) and ``_fixed_now(now)`` (for one statement: None lets PostgreSQL's SQL read its
   own clock; SQLite always answers with the host clock).
@@ -21,7 +22,8 @@ in ``store/_sql_surface.py``, with the one-statement helpers ``_read_all`` … `
   on its own connection; SQLite: both in one transaction).
 - ``_notify`` (NOTIFY, or this process's event), ``_attempts_insert`` (one array statement, or
   one row at a time), and what has no counterpart: migrations, the start batch (pipelined on
-  PostgreSQL), completion, the reaper's batch, bulk COPY, LISTEN, exactly-once.
+  PostgreSQL; its keyed runs are judged here, ``_start_judged``), completion, the reaper's
+  batch, bulk COPY, LISTEN, exactly-once.
 
 Query names are the same in both dialects but for the gaps listed, each with its reason, in
 ``tests/store/test_query_names.py``. Policies (who is claimed, what a status move does, where a
@@ -69,7 +71,13 @@ from duetime._types import (
 )
 from duetime.errors import Conflict, NotFound, SchemaError, UnsupportedFeature
 from duetime.policies.fairness import Aging, overlap_keys, plan_locked_claim, tenant_lock_key
-from duetime.policies.overlap import StartVerdict, decide_start, replacing_keys
+from duetime.policies.overlap import (
+    StartCandidate,
+    StartVerdict,
+    decide_start,
+    plan_starts,
+    replacing_keys,
+)
 from duetime.policies.status import PENDING_END_STATE, STATUS_MOVES, lease_lost_decision
 from duetime.store import _rows
 from duetime.store._rows import Codec, to_micros
@@ -84,6 +92,7 @@ from duetime.store._sql_lifecycle import (
 from duetime.store._sql_monitoring import SQLObservability
 from duetime.store._sql_outbox import SQLOutbox
 from duetime.store._sql_partitions import SQLPartitionLeases
+from duetime.store._sql_surface import Answer
 from duetime.store._sql_targets import SQLTargets
 from duetime.store._sql_workflow_watch import SQLWorkflowWatch
 from duetime.store._sql_workflows import SQLWorkflows
@@ -238,7 +247,15 @@ class SQLStore(
         raise SchemaError(f"{self.dialect} has no partitioned layout of runs: PostgreSQL only")
 
     async def schema_version(self) -> int | None:
-        raise NotImplementedError
+        async with self._read() as conn:
+            return await self._schema_version(conn)
+
+    async def _schema_version(self, conn: Any) -> int | None:
+        """The newest migration applied, read on ``conn``; None before the first migration."""
+        if await self._one(conn, "migrations_table") is None:
+            return None
+        row = await self._one(conn, "schema_version")
+        return None if row is None or row["v"] is None else int(row["v"])
 
     def _migrations_after(self, current: int) -> list[Migration]:
         """The dialect's migrations a database at version ``current`` lacks, in order; a
@@ -749,6 +766,38 @@ class SQLStore(
 
     async def runs_start(self, params: RunsStartParams) -> set[uuid.UUID]:
         raise NotImplementedError
+
+    async def _start_judged(
+        self,
+        conn: Any,
+        eligible: list[StartCandidate],
+        counted: list[Any],
+        now: datetime | None,
+        lease_ttl: float | None,
+    ) -> tuple[set[uuid.UUID], Answer | None]:
+        """The keyed runs of a start batch (``eligible``, in id order; ``counted``: the
+        ``runs_started_by_key`` rows of their keys, which the caller's transaction holds),
+        judged as a batch (``duetime.policies.overlap.plan_starts``) and their verdicts written,
+        one statement each, in that transaction; keys with a ``replace`` run take the one-run
+        path. Returns the runs that path started and the :meth:`_send` answer of
+        ``runs_start_judged`` (its rows: the other runs started; None when none was judged to
+        start), which PostgreSQL reads after the commit."""
+        plan = plan_starts(eligible, {r["concurrency_key"]: r["running"] for r in counted})
+        at = self._fixed_now(now)
+        for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
+            if verdict:
+                await self._send(conn, query, ids=[c.id for c in verdict], now=at)
+        judged = None
+        if plan.start:
+            ids = [c.id for c in plan.start]
+            judged = await self._send(
+                conn, "runs_start_judged", ids=ids, now=at, lease_ttl=lease_ttl
+            )
+        started: set[uuid.UUID] = set()
+        for c in plan.replace:
+            if await self._start_one(conn, c.id, c.token, now, lease_ttl):
+                started.add(c.id)
+        return started, judged
 
     async def _start_one(
         self,

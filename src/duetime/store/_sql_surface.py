@@ -21,6 +21,9 @@ from duetime.store.base import LeaderFence
 
 _T = TypeVar("_T")
 
+Answer = Callable[[], Awaitable[list[Any]]]
+"""The rows of a statement sent with :meth:`SQLSurface._send`, read when awaited."""
+
 
 class SQLSurface:
     """What a dialect implements (``_tx`` … ``_now``) and what is built on it once."""
@@ -52,6 +55,17 @@ class SQLSurface:
 
     async def _now(self, conn: Any, now: datetime | None) -> datetime:
         raise NotImplementedError
+
+    async def _send(self, conn: Any, name: str, /, **values: Any) -> Answer:
+        """Send a statement whose rows the caller reads later, by awaiting the answer returned.
+        Here it runs at once; PostgreSQL queues it in the connection's pipeline instead (it
+        travels with the next statement waited for, or the commit, and is answered then)."""
+        rows = await self._all(conn, name, **values)
+
+        async def answer() -> list[Any]:
+            return rows
+
+        return answer
 
     # --- one statement in a scope of its own ----------------------------------------------
 

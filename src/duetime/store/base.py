@@ -64,7 +64,7 @@ from duetime.workflows.definition import WorkflowRole
 from duetime.workflows.protocol import WorkflowStore
 from duetime.workflows.watch import WorkflowWatchStore
 
-SCHEMA_VERSION = 28
+SCHEMA_VERSION = 29
 """The newest schema version this code knows; a database at a newer version is refused."""
 
 

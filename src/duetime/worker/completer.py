@@ -40,14 +40,16 @@ class Completer:
         batch: int = 500,
         linger: float = 0.0,
         listener: CompletionListener | None = None,
-        after_batch: Callable[[], None] | None = None,
+        after_batch: Callable[[list[RunCompletion], list[bool]], None] | None = None,
     ) -> None:
         self.store = store
         self.batch = batch
         self.linger = linger
         self.listener = listener
         self.after_batch = after_batch
-        """Called once a batch was written and its completions handed to ``listener``."""
+        """Called once a batch was written and its completions handed to ``listener``, with
+        the batch and the answer per completion (one call a batch: per-run bookkeeping done
+        in one loop there, not a call per completion)."""
         self._queue: deque[RunCompletion] = deque()
         """Submitted, not yet taken into a batch (a deque and an event: an ``asyncio.Queue``
         costs a wake-up check per item, and this takes one item per run)."""
@@ -55,16 +57,12 @@ class Completer:
         """Set when a completion is queued (cleared by :meth:`run` before it waits)."""
         self._urgent = asyncio.Event()
         self._pending = 0
-        self._pending_runs: dict[int, int] = {}
-        """Completions queued or being written, by run (a run has one unless a retry of it
-        ended before the previous outcome was written); by the run id's integer
-        (``UUID.int``: a UUID hashes in Python code)."""
+        self._writing: list[RunCompletion] = []
+        """The batch being written (with :attr:`_queue`, every completion pending: the runs
+        are read from both when asked, nothing is counted per run)."""
 
     def submit(self, completion: RunCompletion) -> None:
         self._pending += 1
-        pending = self._pending_runs
-        run_key = completion.run_id.int
-        pending[run_key] = pending.get(run_key, 0) + 1
         self._queue.append(completion)
         if not self._queued.is_set():
             self._queued.set()
@@ -75,7 +73,7 @@ class Completer:
 
     def pending_runs(self) -> set[uuid.UUID]:
         """The runs whose outcome is waiting to be written."""
-        return {uuid.UUID(int=key) for key in self._pending_runs}
+        return {c.run_id for c in self._queue} | {c.run_id for c in self._writing}
 
     @property
     def pending(self) -> int:
@@ -137,17 +135,14 @@ class Completer:
                 delay = min(delay * 2, 5.0)
 
     async def _write(self, batch: list[RunCompletion]) -> None:
+        self._writing = batch
         applied = await self._apply(batch)
+        self._writing = []
         self._pending -= len(batch)
-        pending = self._pending_runs
-        for completion in batch:
-            run_key = completion.run_id.int
-            left = pending[run_key] - 1
-            if left:
-                pending[run_key] = left
-            else:
-                del pending[run_key]
+        listener = self.listener
         for completion, ok in zip(batch, applied, strict=True):
+            if ok and listener is None:
+                continue
             if not ok:
                 log.warning(
                     "run %s: attempt %d was stale (token %d); its outcome was refused",
@@ -160,7 +155,7 @@ class Completer:
                         "token": completion.token,
                     },
                 )
-            if self.listener is not None:
-                self.listener(completion, ok)
+            if listener is not None:
+                listener(completion, ok)
         if self.after_batch is not None:
-            self.after_batch()
+            self.after_batch(batch, applied)

@@ -1,24 +1,25 @@
 """What a worker tells the metrics (:class:`RunObserver`): starts (fire lag), outcomes
 (attempt outcomes, run ends, durations), runs that did not start, misfire skips, workflow
 step hand-offs (a step run's first start − its creation; retries and replays are no hand-off).
-The worker calls it at those points; the completion listener it wraps sees every written
-outcome (applied or stale).
+The worker calls it at those points, and hands it every written batch of outcomes (applied
+or stale) at once.
 
-Starts and outcomes are tallied in plain dictionaries on the hot path and handed to
-Prometheus per batch (:meth:`RunObserver.flush`): the worker flushes after every completion
-batch and on its summary tick, so a run's start and outcome are exported by the time its
-outcome is written (and listeners called), at most one batch later than one by one."""
+Starts and outcomes are tallied in plain dictionaries on the hot path (an outcome waiting to
+be written is one entry; a written one is grouped with the batch's others of the same
+labels, outcome, next state and reason) and handed to Prometheus per batch
+(:meth:`RunObserver.flush`): the worker flushes after every completion batch and on its
+summary tick, so a run's start and outcome are exported once its outcome's batch is written,
+at most one batch later than one by one."""
 
 from __future__ import annotations
 
 import time
-import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 from duetime._types import Run, RunState
 from duetime.metrics import Metrics, metrics
 from duetime.store.base import ClaimedRun, RunCompletion
-from duetime.worker.completer import CompletionListener
 from duetime.workflows.definition import WorkflowRole, workflow_role
 
 ALL = "_all"
@@ -27,6 +28,13 @@ _Labels = tuple[str, str]
 """(tenant, task)."""
 
 _ENDED_STATES = {RunState.SUCCEEDED: "succeeded", RunState.DEAD: "dead"}
+
+_Outcome = tuple[str, str, str, RunState | None, str | None]
+"""(tenant, task, outcome, next state, reason) of written attempts: see
+:attr:`RunObserver._outcomes`."""
+
+_UNKNOWN: tuple[str, str, float | None] = (ALL, ALL, None)
+"""The labels of an outcome whose attempt the observer was not told of."""
 
 
 def step_handoff(run: Run, started_at: datetime) -> float | None:
@@ -38,51 +46,36 @@ def step_handoff(run: Run, started_at: datetime) -> float | None:
 
 
 class RunObserver:
-    """Per-run bookkeeping for the worker's metrics; not thread-safe (the worker's loop)."""
+    """Per-run bookkeeping for the worker's metrics; not thread-safe (the worker's loop).
 
-    __slots__ = (
-        "_ended",
-        "_finished",
-        "_handoffs",
-        "_labels",
-        "_outcomes",
-        "_started",
-        "_starts",
-        "metrics",
-    )
+    The worker calls :meth:`started` when an attempt begins (it keeps the instant returned),
+    :meth:`ending` when the attempt's outcome goes to be written, and :meth:`completed` with
+    each written batch (applied or stale); :meth:`flush` hands what was tallied to Prometheus."""
+
+    __slots__ = ("_ending", "_handoffs", "_outcomes", "_starts", "metrics")
 
     def __init__(self, registry: Metrics | None = None) -> None:
         self.metrics = registry or metrics()
-        # by the run id's integer (``UUID.int``): a UUID hashes in Python code, and each run
-        # goes in and out of these three
-        self._labels: dict[int, _Labels] = {}
-        self._started: dict[int, float] = {}
-        self._finished: dict[int, float] = {}
+        self._ending: dict[int, tuple[str, str, float | None]] = {}
+        """(tenant, task, duration or None: not measured) of the outcomes waiting to be
+        written, by the run id's integer (``UUID.int``: a UUID hashes in Python code)."""
         self._starts: dict[_Labels, list[float]] = {}
         """Fire lags (seconds) of the starts not yet flushed, by labels."""
-        self._outcomes: dict[tuple[str, str, str], list[float | None]] = {}
-        """Durations (None: not measured) of the attempts ended and not yet flushed, by
-        (tenant, task, outcome)."""
-        self._ended: dict[tuple[str, str, str, str | None], int] = {}
-        """Runs ended (succeeded or dead) and not yet flushed, by (tenant, task, state,
-        reason)."""
+        self._outcomes: dict[_Outcome, list[float | None]] = {}
+        """Durations (None: not measured) of the attempts written and not yet flushed, by
+        (tenant, task, outcome, the run's next state, reason); a stale attempt's is
+        (tenant, task, ``stale``, None, None)."""
         self._handoffs: dict[str, list[float]] = {}
         """Workflow step hand-offs (a step run's first start − its creation, which is when
         its parents allowed it) not yet flushed, by tenant."""
 
-    def claimed(self, claimed: ClaimedRun) -> None:
-        run = claimed.run
-        self._labels[run.id.int] = (run.tenant, run.task)
-
     def started(
         self, claimed: ClaimedRun, started_at: datetime | None, role: WorkflowRole | None
-    ) -> None:
-        """The run's attempt began (``role``: its ``workflow_role``, which the caller knows)."""
+    ) -> float:
+        """The run's attempt began (``role``: its ``workflow_role``, which the caller knows).
+        Returns when, on the monotonic clock: hand it to :meth:`ending`."""
         run = claimed.run
         labels = (run.tenant, run.task)
-        key = run.id.int
-        self._labels[key] = labels
-        self._started[key] = time.monotonic()
         due = run.scheduled_for if run.attempt <= 1 else run.available_at
         lag = ((started_at or run.available_at) - due).total_seconds()
         lags = self._starts.get(labels)
@@ -93,10 +86,13 @@ class RunObserver:
         if role == "step" and run.attempt <= 1 and not run.replays:  # as step_handoff says
             handoff = ((started_at or run.available_at) - run.created_at).total_seconds()
             self._handoffs.setdefault(run.tenant, []).append(handoff)
+        return time.monotonic()
 
-    def finished(self, run_id: uuid.UUID) -> None:
-        """The attempt's outcome is known (its duration ends here)."""
-        self._finished[run_id.int] = time.monotonic()
+    def ending(self, run: Run, began: float | None) -> None:
+        """The attempt's outcome is known and goes to be written: its duration ends here
+        (``began``: what :meth:`started` returned; None if the attempt never began here)."""
+        duration = None if began is None else time.monotonic() - began
+        self._ending[run.id.int] = (run.tenant, run.task, duration)
 
     def not_started(self, claimed: ClaimedRun) -> None:
         run = claimed.run
@@ -105,46 +101,42 @@ class RunObserver:
     def misfired(self, count: int) -> None:
         self.metrics.skipped(ALL, ALL, "misfire", count)
 
-    def completed(self, completion: RunCompletion, applied: bool) -> None:
-        run_key = completion.run_id.int
-        tenant, task = self._labels.pop(run_key, (ALL, ALL))
-        start = self._started.pop(run_key, None)
-        end = self._finished.pop(run_key, None) or time.monotonic()
-        duration = None if start is None or completion.started_at is None else end - start
-        outcome = str(completion.outcome) if applied else "stale"
-        key = (tenant, task, outcome)
-        durations = self._outcomes.get(key)
-        if durations is None:
-            self._outcomes[key] = [duration]
-        else:
-            durations.append(duration)
-        state = _ENDED_STATES.get(completion.next_state) if applied else None
-        if state is not None:
-            ended = (tenant, task, state, completion.reason)
-            self._ended[ended] = self._ended.get(ended, 0) + 1
+    def completed(self, batch: Sequence[RunCompletion], applied: Sequence[bool]) -> None:
+        """The outcomes of ``batch`` were written (``applied[i]``: the i-th was; False:
+        stale). Tallied until :meth:`flush`."""
+        ending = self._ending
+        outcomes = self._outcomes
+        for completion, ok in zip(batch, applied, strict=True):
+            tenant, task, duration = ending.pop(completion.run_id.int, _UNKNOWN)
+            if completion.started_at is None:
+                duration = None
+            if ok:
+                key: _Outcome = (
+                    tenant, task, completion.outcome, completion.next_state, completion.reason
+                )  # fmt: skip
+            else:
+                key = (tenant, task, "stale", None, None)
+            durations = outcomes.get(key)
+            if durations is None:
+                outcomes[key] = [duration]
+            else:
+                durations.append(duration)
 
     def flush(self) -> None:
         """Hand the tallied starts and outcomes to Prometheus."""
         starts, self._starts = self._starts, {}
         outcomes, self._outcomes = self._outcomes, {}
-        ended, self._ended = self._ended, {}
         handoffs, self._handoffs = self._handoffs, {}
         for (tenant, task), lags in starts.items():
             self.metrics.started_many(tenant, task, lags)
-        for (tenant, task, outcome), durations in outcomes.items():
+        attempts: dict[tuple[str, str, str], list[float | None]] = {}
+        for (tenant, task, outcome, state, reason), durations in outcomes.items():
+            attempts.setdefault((tenant, task, str(outcome)), []).extend(durations)
+            ended = _ENDED_STATES.get(state) if state is not None else None
+            if ended is not None:
+                self.metrics.runs_ended(tenant, task, ended, reason, len(durations))
+        for (tenant, task, outcome), durations in attempts.items():
             measured = [d for d in durations if d is not None]
             self.metrics.attempts_ended(tenant, task, outcome, len(durations), measured)
-        for (tenant, task, state, reason), count in ended.items():
-            self.metrics.runs_ended(tenant, task, state, reason, count)
         for tenant, latencies in handoffs.items():
             self.metrics.steps_handed_off(tenant, latencies)
-
-    def listener(self, then: CompletionListener | None) -> CompletionListener:
-        """A completion listener that records the outcome, then calls ``then``."""
-
-        def listen(completion: RunCompletion, applied: bool) -> None:
-            self.completed(completion, applied)
-            if then is not None:
-                then(completion, applied)
-
-        return listen

@@ -123,6 +123,8 @@ class _InFlight:
     started_at: datetime | None = None
     waiting_since: float = 0.0
     """When it began waiting for a runner (``perf_counter``)."""
+    began: float | None = None
+    """When its attempt began here, on the monotonic clock (``RunObserver.started``)."""
     runner: asyncio.Task[None] | None = None
     """The runner executing it; None while it waits for one, and once it is done."""
     lease_lost: bool = False
@@ -234,8 +236,8 @@ class Worker:
             store,
             batch=settings.worker_batch * 5,
             linger=COMPLETION_LINGER,
-            listener=self.observer.listener(self._heard_completion(on_complete)),
-            after_batch=self.observer.flush,
+            listener=on_complete,  # called per completion only when someone listens
+            after_batch=self._written,
         )
         self.starter = Starter(
             store,
@@ -281,6 +283,11 @@ class Worker:
             concurrency=settings.worker_concurrency,
         )
         self._rng = random.Random()
+        self._traced = False
+        """Whether runs are traced (``_tracing.enabled()``), asked once per claim, not per
+        run; likewise :attr:`_debug`."""
+        self._debug = log.isEnabledFor(logging.DEBUG)
+        """Whether each success is logged (at DEBUG)."""
         self._next_misfire_check = 0.0
         self._claim_failures = 0
         self._tally = _Tally()
@@ -413,7 +420,7 @@ class Worker:
         """End a run that never got a runner (it never began here): submit ``decision``."""
         item.done = True
         self._inflight.pop(item.claimed.run.id.int, None)
-        self.observer.finished(item.claimed.run.id)
+        self.observer.ending(item.claimed.run, item.began)
         self._submit(item, decision)
         self._slot_freed.set()
 
@@ -452,6 +459,8 @@ class Worker:
                 if self._claim_failures:
                     await self._adopt_orphans()
                 asked = time.perf_counter()
+                self._traced = _tracing.enabled()
+                self._debug = log.isEnabledFor(logging.DEBUG)
                 with _tracing.span("duetime.claim", worker_id=self.id, limit=limit):
                     claimed = await self.store.runs_claim(
                         RunsClaimParams(
@@ -525,19 +534,18 @@ class Worker:
                 )
                 self._spawn(claimed)
 
-    def _heard_completion(self, then: CompletionListener | None) -> CompletionListener:
-        """``then``, after noting that a replaced run's attempt was recorded (its successor
-        waits for that: the producer claims again at once)."""
-
-        def heard(completion: RunCompletion, applied: bool) -> None:
-            if applied and completion.reason == "replaced":
-                self._replaced_ended.set()
-            if applied and completion.outbox is not None and self.relay is not None:
-                self.relay.wake()
-            if then is not None:
-                then(completion, applied)
-
-        return heard
+    def _written(self, batch: list[RunCompletion], applied: list[bool]) -> None:
+        """Outcomes were written (``applied[i]``: the i-th was; False: stale): the metrics
+        count them (and are flushed); a replaced run's recorded attempt lets its successor
+        be claimed at once; a broker run's message wakes the relay."""
+        self.observer.completed(batch, applied)
+        self.observer.flush()
+        for completion, ok in zip(batch, applied, strict=True):
+            if ok and (completion.reason == "replaced" or completion.outbox is not None):
+                if completion.reason == "replaced":
+                    self._replaced_ended.set()
+                if completion.outbox is not None and self.relay is not None:
+                    self.relay.wake()
 
     def _poll_delay(self) -> float:
         """Jittered; at most half the lookahead, so every run is claimed at least half a
@@ -551,7 +559,6 @@ class Worker:
         # positionally: claimed, role, started_at, waiting_since
         item = _InFlight(claimed, workflow_role(run), run.started_at, time.perf_counter())
         self._inflight[run.id.int] = item
-        self.observer.claimed(claimed)
         self._waiting.append(item)
         self._dispatch()
         self.signals.spawned.emit(claimed)
@@ -686,7 +693,7 @@ class Worker:
                 if item.stopped:  # cancelled before it began (Worker._cancel)
                     raise asyncio.CancelledError
                 if item.started_at is not None or await self._start_at_instant(item):
-                    if _tracing.enabled():
+                    if self._traced:
                         fields = {**run_fields(run), "task": run.task}
                         attributes = {f"duetime.{k}": v for k, v in fields.items()}
                         with _tracing.span("duetime.execute", **attributes):
@@ -785,19 +792,22 @@ class Worker:
             item.session,
             inputs,
         )
-        self.observer.started(claimed, item.started_at, role)
+        item.began = self.observer.started(claimed, item.started_at, role)
         if self.on_start is not None:
             self.on_start(claimed)
-        if run.target is not None and is_broker_target(run.target):
+        target = run.target
+        call: Awaitable[Any]
+        if target is None and task is not None:  # a Python task (the common case first)
+            call, item.thread = start(task, ctx, self._executor)
+        elif target is not None and is_broker_target(target):
             # its effect is its message, committed with its completion (the outbox)
-            item.outbox = build_message(ctx, run.target)
+            item.outbox = build_message(ctx, target)
             self._tally.succeeded += 1
             return after_success()
-        call: Awaitable[Any]
-        if run.target is not None and run.target.get("type") == "command":
-            call = self.commands.execute(ctx, run.target)
-        elif run.target is not None and role != "start":  # a workflow's start has no request
-            call = self.http.execute(ctx, run.target)
+        elif target is not None and target.get("type") == "command":
+            call = self.commands.execute(ctx, target)
+        elif target is not None and role != "start":  # a workflow's start has no request
+            call = self.http.execute(ctx, target)
         elif task is not None:  # a sync task's thread is kept: a replaced run waits for it
             call, item.thread = start(task, ctx, self._executor)
         else:  # pragma: no cover - claims only ask for registered tasks
@@ -836,7 +846,7 @@ class Worker:
         except Exception as exc:
             return self._failed(item, exc, AttemptOutcome.FAILED)
         self._tally.succeeded += 1
-        if log.isEnabledFor(logging.DEBUG):
+        if self._debug:
             log.debug(
                 "run %s of job %s (task %s, attempt %d) succeeded",
                 run.id,
@@ -987,7 +997,7 @@ class Worker:
         assert item.session is not None
         item.session.close_writers()
         if decision is not None:
-            self.observer.finished(item.claimed.run.id)
+            self.observer.ending(item.claimed.run, item.began)
             self._submit(item, decision)
 
     async def _finish(self, item: _InFlight, decision: Decision | None) -> None:
@@ -999,7 +1009,7 @@ class Worker:
         try:
             if decision is None:
                 return
-            self.observer.finished(item.claimed.run.id)
+            self.observer.ending(item.claimed.run, item.began)
             await session.flush()
             if session.in_transaction and decision.outcome is AttemptOutcome.SUCCEEDED:
                 completion = self._completion(item, decision)
@@ -1017,9 +1027,9 @@ class Worker:
                         item.claimed.run.id,
                         item.claimed.run.attempt,
                     )
+                self._written([completion], [applied])
                 if self.completer.listener is not None:
                     self.completer.listener(completion, applied)
-                    self.observer.flush()
                 return
             await session.close()  # roll back an exactly-once attempt that did not succeed
             self._submit(item, decision)

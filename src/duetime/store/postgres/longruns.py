@@ -18,6 +18,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 import psycopg
@@ -29,6 +30,8 @@ from duetime.store.base import (
     RunCompletion,
     RunsCompleteParams,
 )
+from duetime.store.postgres import arrays
+from duetime.store.postgres.arrays import PgArray
 from duetime.store.postgres.pooling import Pooling
 
 log = logging.getLogger("duetime.store")
@@ -36,34 +39,59 @@ log = logging.getLogger("duetime.store")
 CONNECT_TIMEOUT = 10
 
 
-def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, str]:
-    """The ``runs_complete`` statement's input: one JSON array of records, one per completion
-    (``jsonb_to_recordset`` on the server; one orjson call here: an array per column cost
-    ~10 µs a run to encode, docs/decisions/0015)."""
+_COMPLETION_FIELDS = attrgetter(
+    "run_id", "token", "next_state", "available_at", "reason", "error_class", "error_message",
+    "traceback", "worker_id", "attempt", "claimed_at", "started_at", "outcome", "completes_job",
+    "refund_attempt", "result",
+)  # fmt: skip
+
+
+def completion_columns(cs: Sequence[RunCompletion]) -> dict[str, PgArray]:
+    """The ``runs_complete`` statement's input: one typed array per column, in ``cs``'s order
+    (``unnest`` on the server; store/postgres/arrays.py builds them without a Python step per
+    value where it can, docs/decisions/0015). A run's result is JSON text, cast by the
+    statement."""
+    columns = list(zip(*map(_COMPLETION_FIELDS, cs), strict=True)) or [()] * 16
+    (
+        run_id, token, next_state, available_at, reason, error_class, error_message, traceback,
+        worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt, result,
+    ) = columns  # fmt: skip
     return {
-        "batch": _json.dumps(
-            [
-                {
-                    "run_id": c.run_id,
-                    "token": c.token,
-                    "next_state": c.next_state,
-                    "available_at": c.available_at,
-                    "reason": c.reason,
-                    "error_class": c.error_class,
-                    "error_message": c.error_message,
-                    "traceback": c.traceback,
-                    "worker_id": c.worker_id,
-                    "number": c.attempt,
-                    "claimed_at": c.claimed_at,
-                    "started_at": c.started_at,
-                    "outcome": c.outcome,
-                    "completes_job": c.completes_job,
-                    "refund_attempt": c.refund_attempt,
-                    "result": c.result,
-                }
-                for c in cs
-            ]
-        )
+        "run_id": arrays.uuids(run_id),
+        "token": arrays.int8s(token),
+        "next_state": arrays.texts(next_state),
+        "available_at": arrays.instants(available_at),
+        "reason": arrays.texts(reason),
+        "error_class": arrays.texts(error_class),
+        "error_message": arrays.texts(error_message),
+        "traceback": arrays.texts(traceback),
+        "worker_id": arrays.texts(worker_id),
+        "number": arrays.int4s(number),
+        "claimed_at": arrays.instants(claimed_at),
+        "started_at": arrays.instants(started_at),
+        "outcome": arrays.texts(outcome),
+        "completes_job": arrays.bools(completes_job),
+        "refund_attempt": arrays.bools(refund_attempt),
+        "result": arrays.texts(result),
+    }
+
+
+def message_columns(cs: Sequence[RunCompletion]) -> dict[str, PgArray]:
+    """``runs_complete_outbox``'s messages (``message_*``): one array per outbox column, an
+    element per completion of ``cs`` that carries a message, with its attempt's token (the
+    statement joins a message to its applied (run, token) pair). Target and headers are JSON
+    by nature: ``jsonb`` elements."""
+    sent = [(c.token, m) for c in cs if (m := c.outbox) is not None]
+    return {
+        "message_id": arrays.texts([m.message_id for _, m in sent]),
+        "message_tenant": arrays.texts([m.tenant for _, m in sent]),
+        "message_run_id": arrays.uuids([m.run_id for _, m in sent]),
+        "message_token": arrays.int8s([token for token, _ in sent]),
+        "message_attempt": arrays.int4s([m.attempt for _, m in sent]),
+        "message_connection": arrays.texts([m.connection for _, m in sent]),
+        "message_target": arrays.jsonbs([_json.dumps(dict(m.target)) for _, m in sent]),
+        "message_body": arrays.texts([m.body for _, m in sent]),
+        "message_headers": arrays.jsonbs([_json.dumps(dict(m.headers)) for _, m in sent]),
     }
 
 

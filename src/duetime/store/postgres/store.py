@@ -38,11 +38,11 @@ from duetime._redact import redact_url
 from duetime._run_partitions import check_run_partitions
 from duetime._types import ApiKey, Run
 from duetime.errors import ConnectError, NodesStillRunning, SchemaError
-from duetime.policies.overlap import plan_starts
 from duetime.store._rows import NativeCodec, start_candidate_from_row
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
-from duetime.store._sql_outbox import completion_event_runs, outbox_records
+from duetime.store._sql_outbox import completion_event_runs
+from duetime.store._sql_surface import Answer
 from duetime.store._values import CompletionKey, completion_answers, unique_completions
 from duetime.store.base import (
     SCHEMA_VERSION,
@@ -58,7 +58,11 @@ from duetime.store.cancel_news import CHANNEL as CANCELS
 from duetime.store.postgres import bulk_rows, hash_layout
 from duetime.store.postgres._socket import has_unread_input
 from duetime.store.postgres.key_news import KeyNews, connect_timeout
-from duetime.store.postgres.longruns import PostgresLongRuns, completion_columns
+from duetime.store.postgres.longruns import (
+    PostgresLongRuns,
+    completion_columns,
+    message_columns,
+)
 from duetime.store.postgres.partitions import PostgresAttemptPartitions
 from duetime.store.postgres.pooling import Pooling
 from duetime.store.sqlfile import Migration, load_queries
@@ -325,6 +329,11 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         """Send a statement; in pipeline mode its answer is awaited only when read."""
         return await conn.execute(_Q[name], _params(values))
 
+    async def _send(
+        self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
+    ) -> Answer:
+        return (await self._queue(conn, name, **values)).fetchall
+
     async def _tuples(
         self, conn: psycopg.AsyncConnection[Any], name: str, /, **values: Any
     ) -> list[Sequence[Any]]:
@@ -519,34 +528,12 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         check_run_partitions(count)
         async with self._tx() as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            cursor = await conn.execute(
-                "SELECT max(version) AS v FROM duetime_migrations"
-                if await self._has_migrations(conn)
-                else "SELECT NULL::int AS v"
-            )
-            row = await cursor.fetchone()
-            if row is None or row["v"] != SCHEMA_VERSION:
+            if await self._schema_version(conn) != SCHEMA_VERSION:
                 raise SchemaError("migrate the database first, then partition runs")
             if await hash_layout.runs_partition_count(conn) == count:
                 return False
             await _refuse_running_nodes(conn, [_HASH_PARTITIONING], alive_within)
             return await hash_layout.partition_runs(conn, count)
-
-    @staticmethod
-    async def _has_migrations(conn: psycopg.AsyncConnection[Any]) -> bool:
-        cursor = await conn.execute("SELECT to_regclass('duetime_migrations') IS NOT NULL AS t")
-        row = await cursor.fetchone()
-        return bool(row and row["t"])
-
-    async def schema_version(self) -> int | None:
-        async with self._read() as conn:
-            cursor = await conn.execute("SELECT to_regclass('duetime_migrations') AS t")
-            row = await cursor.fetchone()
-            if row is None or row["t"] is None:
-                return None
-            cursor = await conn.execute("SELECT max(version) AS v FROM duetime_migrations")
-            row = await cursor.fetchone()
-            return None if row is None or row["v"] is None else int(row["v"])
 
     # --- bulk -----------------------------------------------------------------------------
 
@@ -594,7 +581,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         # pipelined: statements whose answers are not needed yet travel with the next one that
         # is waited for: the keyed path's three reads share one round trip, its writes travel
         # with the commit (psycopg's transaction block still syncs on entry and exit)
-        judged: list[psycopg.AsyncCursor[Any]] = []
+        judged: list[Answer] = []
         async with self._connection() as conn, conn.pipeline(), conn.transaction():
             rows = await self._all(
                 conn,
@@ -622,8 +609,8 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
             )
             if events is not None:  # after the starts and skips, in their transaction
                 await self._queue(conn, "outbox_run_events", **events)
-        for cursor in judged:  # answered with the commit
-            started.update(r["id"] for r in await cursor.fetchall())
+        for answer in judged:  # answered with the commit
+            started.update(r["id"] for r in await answer())
         return started
 
     async def _start_keyed(
@@ -633,16 +620,14 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         keys: list[str],
         now: datetime | None,
         lease_ttl: float | None,
-        judged: list[psycopg.AsyncCursor[Any]],
+        judged: list[Answer],
     ) -> set[uuid.UUID]:
         """The runs of a start batch that have an overlap key, in the caller's pipelined
         transaction: lock every key of the batch at once (in one order: a batch never holds one
         key while waiting for another), lock the runs and read their policies, count each key's
-        started runs (one round trip for the three), judge the batch in order
-        (store/_overlap.py ``plan_starts``) and queue the verdicts' writes, one statement each.
-        Returns the runs started here; the cursor of the statement starting the rest is
-        appended to ``judged``, to be read after the commit. Keys with a ``replace`` run go
-        through the one-run path."""
+        started runs (one round trip for the three), then judge them (``_start_judged``: the
+        verdicts' writes queued). Returns the runs started here; the answer of the statement
+        starting the rest is appended to ``judged``, to be read after the commit."""
         ids, tokens = [r[0] for r in runs], [r[1] for r in runs]
         await self._queue(conn, "overlap_keys_lock", keys=keys)
         info = await self._queue(
@@ -654,25 +639,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         eligible = [start_candidate_from_row(r, self.codec) for r in rows if r["eligible"]]
         if not eligible:
             return set()
-        plan = plan_starts(eligible, {r["concurrency_key"]: r["running"] for r in counted})
-        for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
-            if verdict:
-                ids = [c.id for c in verdict]
-                await self._queue(conn, query, ids=ids, now=self._fixed_now(now))
-        if plan.start:
-            judged.append(
-                await self._queue(
-                    conn,
-                    "runs_start_judged",
-                    ids=[c.id for c in plan.start],
-                    now=self._fixed_now(now),
-                    lease_ttl=lease_ttl,
-                )
-            )
-        started: set[uuid.UUID] = set()
-        for c in plan.replace:
-            if await self._start_one(conn, c.id, c.token, now, lease_ttl):
-                started.add(c.id)
+        started, answer = await self._start_judged(conn, eligible, counted, now, lease_ttl)
+        if answer is not None:
+            judged.append(answer)
         return started
 
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:
@@ -708,8 +677,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
         as given when nothing answered it)."""
         applied: set[CompletionKey] = set()
         for chunk in result_chunks(cs):
-            messages = outbox_records(chunk)
-            if not (planned or messages):
+            if not (planned or any(c.outbox is not None for c in chunk)):
                 rows = await self._all(
                     conn, "runs_complete", tenant=tenant, now=now, **completion_columns(chunk)
                 )
@@ -719,7 +687,7 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
                     "runs_complete_outbox",
                     tenant=tenant,
                     now=now,
-                    messages=self._records(messages),
+                    **message_columns(chunk),
                     **completion_columns(chunk),
                 )
                 if planned:  # its first row: the statement's instant, whether or not any ended
@@ -753,8 +721,9 @@ class PostgresStore(PostgresLongRuns, PostgresAttemptPartitions, SQLStore):
 
 
 RESULT_CHUNK_BYTES = 64 * 1024 * 1024
-"""Results one ``runs_complete`` statement carries at most: its batch is one JSON value, and
-PostgreSQL's jsonb holds at most 256 MiB (a batch of big results takes several statements)."""
+"""Results one ``runs_complete`` statement carries at most: they travel in one array value,
+and PostgreSQL holds a value of at most 1 GB (a batch of big results takes several
+statements)."""
 
 
 def result_chunks(cs: list[RunCompletion]) -> list[list[RunCompletion]]:

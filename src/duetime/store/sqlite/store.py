@@ -32,7 +32,6 @@ from duetime._clock import Clock, SystemClock
 from duetime._outbox import COMPLETION_EVENTS, START_EVENTS
 from duetime._types import Run
 from duetime.errors import ConnectError, UnsupportedFeature
-from duetime.policies.overlap import plan_starts
 from duetime.store._rows import EPOCH, SQLiteCodec, start_candidate_from_row, to_micros
 from duetime.store._sql import ClaimSteps, SQLStore
 from duetime.store._sql_lifecycle import bulk_cap_check
@@ -310,17 +309,6 @@ class SQLiteStore(SQLStore):
                 current = migration.version
         return current
 
-    async def schema_version(self) -> int | None:
-        async with self._read() as conn:
-            cursor = await conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'duetime_migrations'"
-            )
-            if await cursor.fetchone() is None:
-                return None
-            cursor = await conn.execute("SELECT max(version) FROM duetime_migrations")
-            row = await cursor.fetchone()
-            return None if row is None or row[0] is None else int(row[0])
-
     # --- bulk -----------------------------------------------------------------------------
 
     async def jobs_insert_many(self, params: JobsInsertManyParams) -> int:
@@ -377,28 +365,16 @@ class SQLiteStore(SQLStore):
         lease_ttl: float | None,
     ) -> set[uuid.UUID]:
         """The runs of a start batch that have an overlap key (``runs_start_keyed_info`` rows,
-        in id order), judged as a batch in the caller's transaction: each key's started runs
-        counted once, the verdicts (policies/overlap.py ``plan_starts``) written one statement
-        each. Returns the runs started. Keys with a ``replace`` run take the one-run path."""
+        in id order), in the caller's transaction: each key's started runs counted once, then
+        judged (``_start_judged``). Returns the runs started."""
         eligible = [start_candidate_from_row(r, _C) for r in rows if r["eligible"]]
         if not eligible:
             return set()
         keys = sorted({c.key for c in eligible})
         counted = await self._all(conn, "runs_started_by_key", keys=keys)
-        plan = plan_starts(eligible, {r["concurrency_key"]: r["running"] for r in counted})
-        for query, verdict in (("runs_start_skip", plan.skip), ("runs_start_defer", plan.defer)):
-            if verdict:
-                await self._exec(conn, query, ids=[c.id for c in verdict], now=now)
-        started: set[uuid.UUID] = set()
-        if plan.start:
-            ids = [c.id for c in plan.start]
-            judged = await self._all(
-                conn, "runs_start_judged", ids=ids, now=now, lease_ttl=lease_ttl
-            )
-            started.update(_C.uuid(r["id"]) for r in judged)
-        for c in plan.replace:
-            if await self._start_one(conn, c.id, c.token, now, lease_ttl):
-                started.add(c.id)
+        started, judged = await self._start_judged(conn, eligible, counted, now, lease_ttl)
+        if judged is not None:
+            started.update(_C.uuid(r["id"]) for r in await judged())
         return started
 
     async def runs_complete(self, params: RunsCompleteParams) -> list[bool]:

@@ -239,9 +239,9 @@ renewed AS (
 SELECT id FROM held;
 
 -- name: runs_complete
--- The fenced end of a batch of attempts, one statement (`batch`: a JSON array of records, one
--- orjson call on the client — an array per column cost the worker ~10 µs a run to encode
--- against ~1 µs here to decode: docs/decisions/0015; each (run, token) sent once): the runs
+-- The fenced end of a batch of attempts, one statement (its input one typed array per column,
+-- binary, built by store/postgres/arrays.py: nothing to parse but a result's JSON;
+-- docs/decisions/0015; each (run, token) sent once): the runs
 -- still `running` with the attempt's token take the outcome — the fencing check is the
 -- update's own WHERE, each run found through the primary key, no lookup before it; every
 -- attempt is recorded (`stale` where refused, its job and tenant read for those few only);
@@ -253,22 +253,24 @@ WITH {{completion}}
 SELECT d.id AS run_id, d.token FROM done d;
 
 -- name: runs_complete_outbox
--- runs_complete with the messages of the broker runs it ended (`messages`: a JSON array of
--- objects, each with its attempt's run_id and token) inserted into the outbox by the same
+-- runs_complete with the messages of the broker runs it ended (`message_*`: an array per
+-- column, each message with its attempt's run_id and token) inserted into the outbox by the same
 -- statement, only for the (run, token) pairs the fence let through: a broker run's completion
 -- is one round trip, its clock read included (docs/decisions/0026, 0040). Its rows are
--- announced as outbox_insert's are (one NOTIFY duetime_outbox, delivered at the commit). One
--- row more than the ended runs': the statement's instant with a NULL run_id (the rest of the
--- caller's transaction, if any, uses it; the row also makes the NOTIFY run).
+-- announced as outbox_insert's are (one NOTIFY duetime_outbox, delivered at the commit). A row
+-- per ended run, each with the statement's instant (the rest of the caller's transaction, if
+-- any, uses it); when none ended, one row of that instant with a NULL run_id.
 WITH {{completion}},
 queued AS (
     INSERT INTO outbox (message_id, tenant, run_id, attempt, connection, target, body, headers,
                         created_at, available_at)
     SELECT m.message_id, m.tenant, m.run_id, m.attempt, m.connection, m.target, m.body,
            m.headers, t.now, t.now
-    FROM jsonb_to_recordset(%(messages)s::jsonb) AS m(message_id text, tenant text,
-         run_id uuid, token bigint, attempt integer, connection text, target jsonb, body text,
-         headers jsonb)
+    FROM unnest(%(message_id)s::text[], %(message_tenant)s::text[], %(message_run_id)s::uuid[],
+                %(message_token)s::bigint[], %(message_attempt)s::int[],
+                %(message_connection)s::text[], %(message_target)s::jsonb[],
+                %(message_body)s::text[], %(message_headers)s::jsonb[])
+         AS m(message_id, tenant, run_id, token, attempt, connection, target, body, headers)
     JOIN done d ON d.id = m.run_id AND d.token = m.token
     CROSS JOIN t
     ON CONFLICT (message_id) DO NOTHING
@@ -282,12 +284,32 @@ FROM t LEFT JOIN done d ON true;
 -- runs_complete's work (above), every CTE but the answer: `done` holds the runs it ended.
 t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 input AS (
+    -- an array per column; one whose values are all NULL comes empty (unnest pads it with
+    -- NULLs). They pass through a subquery kept as it is (OFFSET 0), so the planner cannot count
+    -- them and plans the input at a fixed guess of 10 rows, as in a generic plan: a run probed
+    -- through the primary key per input row, whatever the batch's size (a batch known to hold
+    -- 500 was joined to runs by hash over a sequential scan of every run)
     SELECT i.*, 'running'::text AS from_state
-    FROM jsonb_to_recordset(%(batch)s::jsonb) AS i(
-        run_id uuid, token bigint, next_state text, available_at timestamptz, reason text,
-        error_class text, error_message text, traceback text, worker_id text, number int,
-        claimed_at timestamptz, started_at timestamptz, outcome text, completes_job bool,
-        refund_attempt bool, result text
+    FROM (
+        SELECT %(run_id)s::uuid[] AS run_id, %(token)s::bigint[] AS token,
+               %(next_state)s::text[] AS next_state,
+               %(available_at)s::timestamptz[] AS available_at, %(reason)s::text[] AS reason,
+               %(error_class)s::text[] AS error_class,
+               %(error_message)s::text[] AS error_message,
+               %(traceback)s::text[] AS traceback, %(worker_id)s::text[] AS worker_id,
+               %(number)s::int[] AS number, %(claimed_at)s::timestamptz[] AS claimed_at,
+               %(started_at)s::timestamptz[] AS started_at, %(outcome)s::text[] AS outcome,
+               %(completes_job)s::bool[] AS completes_job,
+               %(refund_attempt)s::bool[] AS refund_attempt, %(result)s::text[] AS result
+        OFFSET 0
+    ) a
+    CROSS JOIN LATERAL unnest(
+        a.run_id, a.token, a.next_state, a.available_at, a.reason, a.error_class,
+        a.error_message, a.traceback, a.worker_id, a.number, a.claimed_at, a.started_at,
+        a.outcome, a.completes_job, a.refund_attempt, a.result
+    ) AS i(
+        run_id, token, next_state, available_at, reason, error_class, error_message, traceback,
+        worker_id, number, claimed_at, started_at, outcome, completes_job, refund_attempt, result
     )
 ),
 orphaned AS MATERIALIZED (

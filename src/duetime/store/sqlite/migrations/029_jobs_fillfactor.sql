@@ -1,0 +1,3 @@
+-- v29 (issue 15): PostgreSQL keeps 20 % of each page of jobs free (fillfactor 80) so a job's
+-- next version stays on its page; SQLite has no such setting. Nothing changes here: the
+-- version moves with PostgreSQL's so both stores share one SCHEMA_VERSION.
