@@ -4,7 +4,9 @@ chaos workload's every-second crons, and a backlog of runs queued before the wor
 
 - :meth:`TriggerLoad.prepare` creates the load's jobs — ``load-tick-*`` (``chaos.tick``) and
   ``load-once-*`` (``chaos.exactly_once``, ``delivery=exactly_once``: their effects are the
-  chaos checker's exactly-once effects), yearly crons that never fire during the run — and
+  chaos checker's exactly-once effects), yearly crons that never fire during the run, overlap
+  ``allow`` (under the default ``skip`` a job's manual runs wait for each other, and the 20 jobs
+  drained the backlog one run per job at a time) — and
   queues ``backlog`` runs of them (idempotency keys ``backlog-<i>``): the burn-down. One run
   per job is triggered (``backlog-template-<j>``), the rest cloned from it in one statement
   per job, as bench/burndown.py does (a trigger at a time took minutes for 10,000 here).
@@ -132,6 +134,7 @@ class TriggerLoad:
                     cron=JOB_CRON,
                     payload={"hold": 0} if once else None,
                     delivery="exactly_once" if once else "at_least_once",
+                    overlap="allow",  # a job's triggers and backlog runs run side by side
                     tags=("load",),
                     allow_unregistered=True,
                 )
